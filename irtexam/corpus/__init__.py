@@ -1,0 +1,1 @@
+"""irtexam.corpus"""
