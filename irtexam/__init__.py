@@ -1,0 +1,44 @@
+"""irtexam: evaluate RAG pipelines with generated exams and item response theory.
+
+The statistics core (ResponseMatrix, fit, simulate, information, pruning, plots)
+imports neither torch nor transformers; the LLM stack is in ``irtexam[llm]``.
+Heavy submodules are imported lazily on first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "ResponseMatrix": ("irtexam.responses", "ResponseMatrix"),
+    "fit": ("irtexam.irt.fit", "fit"),
+    "FitResult": ("irtexam.irt.fit", "FitResult"),
+    "ModelSpec": ("irtexam.irt.model", "ModelSpec"),
+    "load_fit": ("irtexam.irt.io", "load_fit"),
+    "simulate": ("irtexam.irt.simulate", "simulate"),
+    "prob_correct": ("irtexam.irt.likelihood", "prob_correct"),
+    "item_information": ("irtexam.analysis.information", "item_information"),
+    "exam_information": ("irtexam.analysis.information", "exam_information"),
+    "prune": ("irtexam.analysis.pruning", "prune"),
+    "ExamItem": ("irtexam.exam.schema", "ExamItem"),
+    "read_exam": ("irtexam.exam.schema", "read_exam"),
+    "write_exam": ("irtexam.exam.schema", "write_exam"),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'irtexam' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

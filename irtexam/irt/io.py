@@ -1,0 +1,126 @@
+"""Save and load fitted models as a directory of plain files.
+
+    items.csv      item, a, b, c, a_sd, b_sd, c_sd, ..._low, ..._high (90% intervals)
+    examinees.csv  examinee, theta, theta_sd, theta_low, theta_high, facet columns
+    facets.csv     facet, level, theta, theta_sd, theta_low, theta_high, n_examinees (hierarchical fits)
+    contrasts.csv  facet, level, reference, diff, sd, low, high, prob_greater
+    fit.nc         arviz InferenceData (netCDF)
+    params.npz     unconstrained point estimates (warm starts) and the Laplace covariance
+    meta.json      model spec, method, fit statistics, warnings
+    responses.csv.gz  the response matrix that was fitted
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..responses import ResponseMatrix
+from . import model as mdl
+from .idata import load_netcdf, posterior_draws, save_netcdf
+from .laplace import LaplaceCovariance
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def save_fit(result, directory: str | Path) -> Path:
+    """Write a FitResult to ``directory`` (created if needed)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    result.items.to_csv(directory / "items.csv")
+    result.examinees.to_csv(directory / "examinees.csv")
+    if result.facets is not None:
+        result.facets.to_csv(directory / "facets.csv", index=False)
+        result.contrasts.to_csv(directory / "contrasts.csv", index=False)
+    if result.diagnostics is not None:
+        result.diagnostics.to_csv(directory / "diagnostics.csv", index=False)
+    save_netcdf(result.idata, directory / "fit.nc")
+    arrays = {f"param__{k}": np.asarray(v) for k, v in result.params.items()}
+    if result.laplace is not None:
+        cov = result.laplace
+        arrays.update({"laplace__item_cov": cov.item_cov, "laplace__person_cov": cov.person_cov, "laplace__M": cov.M})
+    np.savez_compressed(directory / "params.npz", **arrays)
+    meta = {
+        "spec": dataclasses.asdict(result.spec),
+        "method": result.method,
+        "seed": result.seed,
+        "chains": result.chains,
+        "fit_stats": result.fit_stats,
+        "warnings": result.warnings,
+        "laplace": None if result.laplace is None else {
+            "item_keys": list(result.laplace.item_keys),
+            "item_slices": {k: [s.start, s.stop] for k, s in result.laplace.item_slices.items()},
+            "person_keys": list(result.laplace.person_keys),
+            "person_slices": {k: [s.start, s.stop] for k, s in result.laplace.person_slices.items()},
+            "mode": result.laplace.mode},
+        "irtexam_version": _version(),
+    }
+    (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
+    result.responses.save(directory / "responses.csv.gz")
+    return directory
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("irtexam")
+    except Exception:  # pragma: no cover
+        return "unknown"
+
+
+def load_fit(directory: str | Path):
+    """Read a fit written by :meth:`FitResult.save` back into a FitResult."""
+    from .fit import FitResult
+
+    directory = Path(directory)
+    meta_path = directory / "meta.json"
+    if not meta_path.exists():
+        raise InputError("not a fit directory (no meta.json); create one with `irtexam fit ... --out DIR`",
+                         path=str(directory))
+    meta = json.loads(meta_path.read_text())
+    spec_fields = meta["spec"]
+    spec_fields["facets"] = tuple(spec_fields.get("facets") or ())
+    spec = mdl.ModelSpec(**spec_fields)
+    responses = ResponseMatrix.read(directory / "responses.csv.gz", graded=spec.kind == "grm")
+    design = mdl.build_design(responses, spec)
+    arrays = np.load(directory / "params.npz")
+    params = {k[len("param__"):]: arrays[k] for k in arrays.files if k.startswith("param__")}
+    laplace = None
+    if meta.get("laplace"):
+        info = meta["laplace"]
+        laplace = LaplaceCovariance(
+            item_keys=tuple(info["item_keys"]),
+            item_slices={k: slice(*v) for k, v in info["item_slices"].items()},
+            item_cov=arrays["laplace__item_cov"], person_keys=tuple(info["person_keys"]),
+            person_slices={k: slice(*v) for k, v in info["person_slices"].items()},
+            person_cov=arrays["laplace__person_cov"], M=arrays["laplace__M"], mode=info["mode"])
+    items = pd.read_csv(directory / "items.csv", index_col="item", dtype={"item": str})
+    examinees = pd.read_csv(directory / "examinees.csv", index_col="examinee", dtype={"examinee": str})
+    facets = pd.read_csv(directory / "facets.csv", dtype={"level": str}) if (directory / "facets.csv").exists() else None
+    contrasts = pd.read_csv(directory / "contrasts.csv", dtype={"level": str, "reference": str}) \
+        if (directory / "contrasts.csv").exists() else None
+    diagnostics = pd.read_csv(directory / "diagnostics.csv", dtype={"id": str}) \
+        if (directory / "diagnostics.csv").exists() else None
+    idata = load_netcdf(directory / "fit.nc")
+    samples = posterior_draws(idata) if meta["method"] == "nuts" else None
+    result = FitResult(spec=spec, design=design, method=meta["method"], responses=responses, params=params,
+                       items=items, examinees=examinees, facets=facets, contrasts=contrasts,
+                       fit_stats=meta["fit_stats"], warnings=meta.get("warnings", []), samples=samples,
+                       laplace=laplace, diagnostics=diagnostics, chains=meta.get("chains", 1), seed=meta.get("seed", 0))
+    result._idata = idata
+    return result

@@ -1,0 +1,392 @@
+"""IRT model specifications, the pure log-posterior, and the matching NumPyro model.
+
+A model has three parts, kept apart in the dynamax / numpyro style:
+
+* :class:`ModelSpec`: configuration only (1PL/2PL/3PL/GRM, priors, facets, how the
+  hierarchy is identified). No data, no fitted values.
+* :class:`Design`: what the data fix: sizes, the response array and mask, and for
+  each facet the level of every examinee and the identifying basis.
+* parameters: a dict of *unconstrained* arrays keyed by the NumPyro site names
+  (``a`` holds log a, ``c`` holds logit c, ``z_<facet>`` the free facet
+  coordinates, ...). :func:`constrain` maps them to a, b, c, theta.
+
+The MAP estimate maximises :func:`log_posterior` over the unconstrained dict; NUTS
+samples :func:`numpyro_model`, whose potential energy is exactly
+``-log_posterior`` (tested), so both estimators target the same posterior.
+
+Priors (weakly informative, no box constraints):
+  log a ~ N(0, 0.5^2);  b ~ N(0, 2^2);  c ~ Beta(k/n, k(1 - 1/n)) with mean 1/n_choices;
+  theta ~ N(0, 1) (fixes the ability scale) or, with facets,
+  theta_m = sum_f theta_f[level_f(m)] (+ sigma * e_m), each facet's levels
+  sum-to-zero with N(0, 1) free coordinates (or a reference level fixed at 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import IrtexamError
+from ..responses import ResponseMatrix
+from . import likelihood as lk
+
+MODELS = ("1pl", "2pl", "3pl", "grm")
+Params = dict[str, jax.Array]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Configuration of an IRT model (no data, no fitted values).
+
+    Attributes:
+        kind: "1pl", "2pl", "3pl" (binary) or "grm" (Samejima graded response).
+        guessing: fixed lower asymptote c for every item (e.g. 0.25); None = free c (3PL).
+        n_choices: number of answer choices; the prior on c is centred on 1 / n_choices.
+        c_concentration: alpha + beta of the Beta prior on c.
+        log_a_loc, log_a_scale: normal prior on log a.
+        b_scale: normal prior scale on b (and on the first GRM threshold).
+        theta_scale: prior scale of abilities (and of each facet's free coordinates).
+        facets: examinee facet names for the hierarchical model; () = one theta per examinee.
+        identify: "sum-to-zero" (levels of each facet sum to 0) or "reference" (first level = 0).
+        residual: add a per-examinee residual sigma * e_m to the facet sum (sigma ~ HalfNormal(1)).
+    """
+
+    kind: str = "3pl"
+    guessing: float | None = None
+    n_choices: int = 4
+    c_concentration: float = 20.0
+    log_a_loc: float = 0.0
+    log_a_scale: float = 0.5
+    b_scale: float = 2.0
+    theta_scale: float = 1.0
+    facets: tuple[str, ...] = ()
+    identify: str = "sum-to-zero"
+    residual: bool = False
+
+    def __post_init__(self) -> None:
+        kind = self.kind.lower()
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "facets", tuple(self.facets))
+        if kind not in MODELS:
+            raise IrtexamError(f"unknown model '{self.kind}'; choose one of {', '.join(MODELS)}")
+        if self.guessing is not None:
+            if not 0.0 <= self.guessing < 1.0:
+                raise IrtexamError(f"guessing must be in [0, 1), got {self.guessing}")
+            if kind not in ("3pl", "2pl", "1pl"):
+                raise IrtexamError("a fixed guessing parameter applies to binary models only")
+        if self.identify not in ("sum-to-zero", "reference"):
+            raise IrtexamError(f"identify must be 'sum-to-zero' or 'reference', got '{self.identify}'")
+        if self.residual and not self.facets:
+            raise IrtexamError("a residual needs facets: without facets every examinee already has its own theta")
+        if self.n_choices < 2:
+            raise IrtexamError("n_choices must be at least 2")
+
+    @property
+    def free_guessing(self) -> bool:
+        """True when each item has its own estimated c."""
+        return self.kind == "3pl" and self.guessing is None
+
+    @property
+    def fixed_c(self) -> float:
+        """The fixed lower asymptote (0 for 1PL/2PL without guessing)."""
+        return float(self.guessing) if self.guessing is not None else 0.0
+
+    @property
+    def c_prior(self) -> tuple[float, float]:
+        """(alpha, beta) of the Beta prior on c, mean 1 / n_choices."""
+        mean = 1.0 / self.n_choices
+        return self.c_concentration * mean, self.c_concentration * (1.0 - mean)
+
+    @property
+    def has_discrimination(self) -> bool:
+        """False for the 1PL (a = 1 for every item)."""
+        return self.kind != "1pl"
+
+    def item_param_names(self) -> tuple[str, ...]:
+        """Names of the per-item constrained parameters reported in tables."""
+        if self.kind == "grm":
+            return ("a",)
+        return ("a", "b", "c")
+
+
+def sum_to_zero_basis(n_levels: int) -> np.ndarray:
+    """Orthonormal basis (n_levels, n_levels - 1) of the sum-to-zero subspace (Helmert).
+
+    theta_levels = H z with z ~ N(0, s^2 I) gives levels that sum to exactly zero,
+    each with marginal variance s^2 (K - 1) / K, exchangeable across levels.
+    """
+    if n_levels < 2:
+        return np.zeros((n_levels, 0))
+    basis = np.zeros((n_levels, n_levels - 1))
+    for j in range(1, n_levels):
+        basis[:j, j - 1] = 1.0 / np.sqrt(j * (j + 1))
+        basis[j, j - 1] = -j / np.sqrt(j * (j + 1))
+    return basis
+
+
+def reference_basis(n_levels: int) -> np.ndarray:
+    """Basis (n_levels, n_levels - 1) that fixes the first level at 0."""
+    return np.vstack([np.zeros((1, max(n_levels - 1, 0))), np.eye(max(n_levels - 1, 0))])
+
+
+@dataclass(frozen=True)
+class Design:
+    """Data-dependent structure of a fit: sizes, responses, facet layout.
+
+    ``y`` holds responses with missing cells set to 0, ``mask`` marks observed cells.
+    For each facet: ``levels`` (names), ``index`` (level of each examinee) and
+    ``basis`` (levels x free coordinates).
+    """
+
+    items: tuple[str, ...]
+    examinees: tuple[str, ...]
+    y: np.ndarray
+    mask: np.ndarray
+    max_score: int = 1
+    facet_levels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    facet_index: Mapping[str, np.ndarray] = field(default_factory=dict)
+    facet_basis: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_examinees(self) -> int:
+        return len(self.examinees)
+
+
+def build_design(responses: ResponseMatrix, spec: ModelSpec) -> Design:
+    """Extract arrays and facet layout from a response matrix for a given model."""
+    if spec.kind == "grm":
+        if responses.max_score < 1:
+            raise IrtexamError("graded responses need at least two categories")
+    elif not responses.is_binary:
+        raise IrtexamError(f"model '{spec.kind}' needs 0/1 responses but the scores go up to "
+                           f"{responses.max_score}; use model='grm' for graded scores")
+    levels: dict[str, tuple[str, ...]] = {}
+    index: dict[str, np.ndarray] = {}
+    basis: dict[str, np.ndarray] = {}
+    for facet in spec.facets:
+        facet_levels = tuple(responses.facet_levels(facet))
+        position = {level: k for k, level in enumerate(facet_levels)}
+        levels[facet] = facet_levels
+        index[facet] = responses.examinee_facets[facet].map(position).to_numpy(dtype=np.int32)
+        basis[facet] = (sum_to_zero_basis if spec.identify == "sum-to-zero" else reference_basis)(len(facet_levels))
+    mask = responses.observed
+    y = np.where(mask, responses.values, 0.0)
+    return Design(items=responses.items, examinees=responses.examinees, y=y.astype(np.float32),
+                  mask=mask, max_score=responses.max_score if spec.kind == "grm" else 1,
+                  facet_levels=levels, facet_index=index, facet_basis=basis)
+
+
+# ----------------------------------------------------------------------------- parameters
+def param_shapes(spec: ModelSpec, design: Design) -> dict[str, tuple[int, ...]]:
+    """Shapes of the unconstrained parameter arrays, keyed by site name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    n_items, n_examinees = design.n_items, design.n_examinees
+    if spec.has_discrimination:
+        shapes["a"] = (n_items,)
+    if spec.kind == "grm":
+        shapes["b1"] = (n_items,)
+        if design.max_score > 1:
+            shapes["gap"] = (n_items, design.max_score - 1)
+    else:
+        shapes["b"] = (n_items,)
+    if spec.free_guessing:
+        shapes["c"] = (n_items,)
+    if spec.facets:
+        for facet in spec.facets:
+            shapes[f"z_{facet}"] = (design.facet_basis[facet].shape[1],)
+        if spec.residual:
+            shapes["sigma_resid"] = ()
+            shapes["resid"] = (n_examinees,)
+    else:
+        shapes["theta"] = (n_examinees,)
+    return shapes
+
+
+def initial_params(spec: ModelSpec, design: Design) -> dict[str, np.ndarray]:
+    """Data-driven starting values in unconstrained space.
+
+    a = 1; b from the item's observed proportion correct, b = -logit((p - c)/(1 - c));
+    c at its prior mean; theta from the examinee's standardised proportion correct;
+    facet coordinates 0.
+    """
+    shapes = param_shapes(spec, design)
+    y, mask = design.y, design.mask
+    counts = np.maximum(mask.sum(axis=1), 1)
+    params: dict[str, np.ndarray] = {}
+    if "a" in shapes:
+        params["a"] = np.zeros(shapes["a"])
+    c0 = spec.c_prior[0] / sum(spec.c_prior) if spec.free_guessing else spec.fixed_c
+    if spec.kind == "grm":
+        mean_score = (y * mask).sum(axis=1) / counts / max(design.max_score, 1)
+        p = np.clip(mean_score, 0.05, 0.95)
+        params["b1"] = -np.log(p / (1 - p)) - 0.5 * (design.max_score - 1)
+        if "gap" in shapes:
+            params["gap"] = np.zeros(shapes["gap"])
+    else:
+        p = np.clip(((y * mask).sum(axis=1) / counts - c0) / (1 - c0), 0.05, 0.95)
+        params["b"] = np.clip(-np.log(p / (1 - p)), -3, 3)
+    if "c" in shapes:
+        params["c"] = np.full(shapes["c"], np.log(c0 / (1 - c0)))
+    if "theta" in shapes:
+        score = (y * mask).sum(axis=0) / np.maximum(mask.sum(axis=0), 1)
+        sd = score.std()
+        params["theta"] = (score - score.mean()) / sd if sd > 0 else np.zeros_like(score)
+    for name, shape in shapes.items():
+        if name not in params:
+            params[name] = np.zeros(shape)
+    return {k: np.asarray(v, dtype=np.float32) for k, v in params.items()}
+
+
+def facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
+    """Level abilities of each facet: theta_f = basis_f @ z_f."""
+    return {facet: jnp.asarray(design.facet_basis[facet], dtype=params[f"z_{facet}"].dtype) @ params[f"z_{facet}"]
+            for facet in spec.facets}
+
+
+def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
+    """Ability of each examinee: theta_m, or sum_f theta_f[level_f(m)] (+ sigma e_m)."""
+    if not spec.facets:
+        return params["theta"]
+    levels = facet_thetas(params, spec, design)
+    theta = sum(levels[f][jnp.asarray(design.facet_index[f])] for f in spec.facets)
+    if spec.residual:
+        theta = theta + jnp.exp(params["sigma_resid"]) * params["resid"]
+    return theta
+
+
+def grm_thresholds(params: Mapping[str, jax.Array]) -> jax.Array:
+    """Ordered GRM thresholds b_1 < ... < b_K: b_1 then cumulative exp(gap)."""
+    b1 = params["b1"][:, None]
+    if "gap" not in params:
+        return b1
+    steps = jnp.cumsum(jnp.exp(params["gap"]), axis=-1)
+    return jnp.concatenate([b1, b1 + steps], axis=-1)
+
+
+def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
+    """Map unconstrained parameters to a, b, c, theta (and facet level thetas, GRM thresholds)."""
+    out: dict[str, jax.Array] = {}
+    n_items = design.n_items
+    out["a"] = jnp.exp(params["a"]) if "a" in params else jnp.ones(n_items)
+    if spec.kind == "grm":
+        thresholds = grm_thresholds(params)
+        out["thresholds"] = thresholds
+        out["b"] = thresholds.mean(axis=-1)
+    else:
+        out["b"] = params["b"]
+        out["c"] = jax.nn.sigmoid(params["c"]) if "c" in params else jnp.full(n_items, spec.fixed_c)
+    out["theta"] = examinee_theta(params, spec, design)
+    for facet, value in facet_thetas(params, spec, design).items():
+        out[f"theta_{facet}"] = value
+    if spec.residual:
+        out["sigma_resid"] = jnp.exp(params["sigma_resid"])
+    return out
+
+
+# ----------------------------------------------------------------------------- densities
+def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec) -> jax.Array:
+    """Log prior density of the unconstrained parameters (Jacobians included)."""
+    total = jnp.zeros(())
+    if "a" in params:
+        total += lk.normal_logpdf(params["a"], spec.log_a_loc, spec.log_a_scale).sum()
+    if "b" in params:
+        total += lk.normal_logpdf(params["b"], 0.0, spec.b_scale).sum()
+    if "b1" in params:
+        total += lk.normal_logpdf(params["b1"], 0.0, spec.b_scale).sum()
+    if "gap" in params:
+        total += lk.normal_logpdf(params["gap"], 0.0, 1.0).sum()  # log-gap ~ N(0, 1) (LogNormal gaps)
+    if "c" in params:
+        alpha, beta = spec.c_prior
+        total += lk.logit_beta_logpdf(params["c"], alpha, beta).sum()
+    if "theta" in params:
+        total += lk.normal_logpdf(params["theta"], 0.0, spec.theta_scale).sum()
+    for facet in spec.facets:
+        total += lk.normal_logpdf(params[f"z_{facet}"], 0.0, spec.theta_scale).sum()
+    if "sigma_resid" in params:
+        total += lk.half_normal_log_logpdf(params["sigma_resid"], 1.0)
+        total += lk.normal_logpdf(params["resid"], 0.0, 1.0).sum()
+    return total
+
+
+def cell_loglik(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design, y: jax.Array) -> jax.Array:
+    """Per-cell log-likelihood matrix (n_items, n_examinees), unmasked."""
+    theta = examinee_theta(params, spec, design)
+    if spec.kind == "grm":
+        a = jnp.exp(params["a"])
+        logp = lk.graded_category_logprobs(theta[None, :], a[:, None], grm_thresholds(params))
+        k = jnp.clip(y, 0, design.max_score).astype(jnp.int32)
+        return jnp.take_along_axis(logp, k[..., None], axis=-1)[..., 0]
+    a = jnp.exp(params["a"])[:, None] if "a" in params else 1.0
+    b = params["b"][:, None]
+    c: Any = jax.nn.sigmoid(params["c"])[:, None] if "c" in params else spec.fixed_c
+    return lk.bernoulli_loglik_cells(y, theta[None, :], a, b, c)
+
+
+def log_likelihood(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design,
+                   y: jax.Array, mask: jax.Array) -> jax.Array:
+    """Total log-likelihood over observed cells."""
+    return jnp.sum(jnp.where(mask, cell_loglik(params, spec, design, y), 0.0))
+
+
+def log_posterior(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design,
+                  y: jax.Array, mask: jax.Array) -> jax.Array:
+    """Unnormalised log posterior in unconstrained space: log prior + log likelihood."""
+    return log_prior(params, spec) + log_likelihood(params, spec, design, y, mask)
+
+
+# ----------------------------------------------------------------------------- numpyro
+def numpyro_model(spec: ModelSpec, design: Design, y: jax.Array, mask: jax.Array) -> None:
+    """The same model written for NumPyro; its potential energy equals -log_posterior.
+
+    Sites: ``a`` (LogNormal), ``b`` (Normal) or ``b1``/``gap`` (GRM), ``c`` (Beta),
+    ``theta`` (Normal) or ``z_<facet>`` with deterministic ``theta_<facet>`` and
+    ``theta``; the likelihood enters as a factor over observed cells.
+    """
+    import numpyro
+    import numpyro.distributions as dist
+
+    params: dict[str, jax.Array] = {}
+    with numpyro.plate("item", design.n_items):
+        if spec.has_discrimination:
+            a = numpyro.sample("a", dist.LogNormal(spec.log_a_loc, spec.log_a_scale))
+            params["a"] = jnp.log(a)
+        if spec.kind == "grm":
+            params["b1"] = numpyro.sample("b1", dist.Normal(0.0, spec.b_scale))
+            if design.max_score > 1:
+                gap = numpyro.sample("gap", dist.LogNormal(0.0, 1.0).expand([design.max_score - 1]).to_event(1))
+                params["gap"] = jnp.log(gap)
+        else:
+            params["b"] = numpyro.sample("b", dist.Normal(0.0, spec.b_scale))
+        if spec.free_guessing:
+            c = numpyro.sample("c", dist.Beta(*spec.c_prior))
+            params["c"] = jnp.log(c) - jnp.log1p(-c)
+    if spec.facets:
+        for facet in spec.facets:
+            n_free = design.facet_basis[facet].shape[1]
+            z = numpyro.sample(f"z_{facet}", dist.Normal(0.0, spec.theta_scale).expand([n_free]).to_event(1))
+            params[f"z_{facet}"] = z
+            numpyro.deterministic(f"theta_{facet}", jnp.asarray(design.facet_basis[facet], dtype=z.dtype) @ z)
+        if spec.residual:
+            sigma = numpyro.sample("sigma_resid", dist.HalfNormal(1.0))
+            params["sigma_resid"] = jnp.log(sigma)
+            with numpyro.plate("examinee", design.n_examinees):
+                params["resid"] = numpyro.sample("resid", dist.Normal(0.0, 1.0))
+        numpyro.deterministic("theta", examinee_theta(params, spec, design))
+    else:
+        with numpyro.plate("examinee", design.n_examinees):
+            params["theta"] = numpyro.sample("theta", dist.Normal(0.0, spec.theta_scale))
+    if spec.kind != "grm" and not spec.free_guessing:
+        numpyro.deterministic("c", jnp.full(design.n_items, spec.fixed_c))
+    if not spec.has_discrimination:
+        numpyro.deterministic("a", jnp.ones(design.n_items))
+    if spec.kind == "grm":
+        numpyro.deterministic("thresholds", grm_thresholds(params))
+    numpyro.factor("loglik", log_likelihood(params, spec, design, y, mask))
