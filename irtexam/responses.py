@@ -91,7 +91,7 @@ def _parse_scores(raw: pd.Series, *, graded: bool, path: str | None) -> np.ndarr
     lowered_true = {"1", "1.0", "true", "t", "yes"}
     lowered_false = {"0", "0.0", "false", "f", "no"}
     for position, value in enumerate(raw.tolist()):
-        if value is None or (isinstance(value, float) and np.isnan(value)):
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
             continue
         if isinstance(value, (bool, np.bool_)):
             values[position] = float(value)

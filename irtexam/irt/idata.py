@@ -16,6 +16,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from .fit import FitResult
 
 
+def _arviz() -> Any:
+    """Import arviz without its import-time FutureWarning banner."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz
+
+    return arviz
+
+
 def _posterior_arrays(result: "FitResult") -> dict[str, np.ndarray]:
     """Constrained draws shaped (chain, draw, ...) for the posterior group."""
     import jax.numpy as jnp
@@ -31,7 +42,7 @@ def _posterior_arrays(result: "FitResult") -> dict[str, np.ndarray]:
 
 
 def _variable_names(result: "FitResult") -> set[str]:
-    names = {"a", "b", "c", "theta", "sigma_resid"} | {f"theta_{f}" for f in result.spec.facets}
+    names = {"a", "b", "c", "d", "theta", "sigma_resid"} | {f"theta_{f}" for f in result.spec.facets}
     if result.spec.kind == "grm":
         names |= {"thresholds"}
         names.discard("c")
@@ -39,7 +50,7 @@ def _variable_names(result: "FitResult") -> set[str]:
 
 
 def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
-    dims: dict[str, list[str]] = {"a": ["item"], "b": ["item"], "c": ["item"], "theta": ["examinee"],
+    dims: dict[str, list[str]] = {"a": ["item"], "b": ["item"], "c": ["item"], "d": ["item"], "theta": ["examinee"],
                                   "thresholds": ["item", "threshold"]}
     coords: dict[str, Any] = {"item": list(result.design.items), "examinee": list(result.design.examinees)}
     for facet in result.spec.facets:
@@ -52,7 +63,7 @@ def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
 
 def to_inference_data(result: "FitResult") -> Any:
     """Build an arviz InferenceData (posterior + observed_data + sample_stats attributes)."""
-    import arviz as az
+    az = _arviz()
 
     dims, coords = _dims(result)
     posterior = _posterior_arrays(result)
@@ -72,7 +83,7 @@ def save_netcdf(idata: Any, path: str | Path) -> None:
 
 def load_netcdf(path: str | Path) -> Any:
     """Read InferenceData written by :func:`save_netcdf`."""
-    import arviz as az
+    az = _arviz()
 
     return az.from_netcdf(str(path), engine="h5netcdf")
 
@@ -88,6 +99,6 @@ def posterior_draws(idata: Any) -> dict[str, np.ndarray]:
 
 def rhat_ess(idata: Any) -> Any:
     """arviz summary with R-hat and ESS for every posterior variable."""
-    import arviz as az
+    az = _arviz()
 
     return az.summary(idata, kind="diagnostics")

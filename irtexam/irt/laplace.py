@@ -35,7 +35,7 @@ import numpy as np
 from . import likelihood as lk
 from .model import Design, ModelSpec, examinee_theta, grm_thresholds, log_prior
 
-ITEM_KEYS = ("a", "b", "b1", "gap", "c")
+ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 
 
 @dataclass
@@ -111,7 +111,7 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
         item = unpack(u)
         a = jnp.exp(item["a"]) if "a" in item else 1.0
         c = jax.nn.sigmoid(item["c"]) if "c" in item else spec.fixed_c
-        p = lk.prob_correct(eta, a, item["b"], c)
+        p = lk.prob_correct(eta, a, -item["d"] / a, c)
         p = jnp.clip(p, 1e-7, 1 - 1e-7)
         return jnp.stack([1.0 - p, p])
     return probs

@@ -14,11 +14,18 @@ The MAP estimate maximises :func:`log_posterior` over the unconstrained dict; NU
 samples :func:`numpyro_model`, whose potential energy is exactly
 ``-log_posterior`` (tested), so both estimators target the same posterior.
 
+Binary items use the slope-intercept form z = a theta + d (b = -d / a), as mirt does:
+under a rescaling theta -> s theta, a -> a / s the intercepts d do not move, so the
+joint posterior mode and the posterior mean agree on the ability scale (with
+(a, b) the volume of the b's grows like s^n_items and the mode shrinks the scale).
+
 Priors (weakly informative, no box constraints):
-  log a ~ N(0, 0.5^2);  b ~ N(0, 2^2);  c ~ Beta(k/n, k(1 - 1/n)) with mean 1/n_choices;
-  theta ~ N(0, 1) (fixes the ability scale) or, with facets,
-  theta_m = sum_f theta_f[level_f(m)] (+ sigma * e_m), each facet's levels
-  sum-to-zero with N(0, 1) free coordinates (or a reference level fixed at 0).
+  log a ~ N(0, 0.5^2);  d ~ N(0, 2^2);  c ~ Beta(k/n, k(1 - 1/n)) with mean 1/n_choices;
+  raw abilities ~ N(0, 1) or, with facets, raw theta_m = sum_f theta_f[level_f(m)]
+  (+ sigma * e_m), each facet's levels sum-to-zero with N(0, 1) free coordinates
+  (or a reference level fixed at 0). The ability scale is fixed exactly: reported
+  abilities are the raw ones divided by their standard deviation across examinees
+  (see :func:`ability_scale`).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ class ModelSpec:
         n_choices: number of answer choices; the prior on c is centred on 1 / n_choices.
         c_concentration: alpha + beta of the Beta prior on c.
         log_a_loc, log_a_scale: normal prior on log a.
-        b_scale: normal prior scale on b (and on the first GRM threshold).
+        b_scale: normal prior scale on the intercept d = -a b (and on the first GRM threshold).
         theta_scale: prior scale of abilities (and of each facet's free coordinates).
         facets: examinee facet names for the hierarchical model; () = one theta per examinee.
         identify: "sum-to-zero" (levels of each facet sum to 0) or "reference" (first level = 0).
@@ -196,7 +203,7 @@ def param_shapes(spec: ModelSpec, design: Design) -> dict[str, tuple[int, ...]]:
         if design.max_score > 1:
             shapes["gap"] = (n_items, design.max_score - 1)
     else:
-        shapes["b"] = (n_items,)
+        shapes["d"] = (n_items,)
     if spec.free_guessing:
         shapes["c"] = (n_items,)
     if spec.facets:
@@ -206,7 +213,7 @@ def param_shapes(spec: ModelSpec, design: Design) -> dict[str, tuple[int, ...]]:
             shapes["sigma_resid"] = ()
             shapes["resid"] = (n_examinees,)
     else:
-        shapes["theta"] = (n_examinees,)
+        shapes["theta_raw"] = (n_examinees,)
     return shapes
 
 
@@ -232,34 +239,64 @@ def initial_params(spec: ModelSpec, design: Design) -> dict[str, np.ndarray]:
             params["gap"] = np.zeros(shapes["gap"])
     else:
         p = np.clip(((y * mask).sum(axis=1) / counts - c0) / (1 - c0), 0.05, 0.95)
-        params["b"] = np.clip(-np.log(p / (1 - p)), -3, 3)
+        params["d"] = np.clip(np.log(p / (1 - p)), -3, 3)  # d = -a b with a = 1
     if "c" in shapes:
         params["c"] = np.full(shapes["c"], np.log(c0 / (1 - c0)))
-    if "theta" in shapes:
+    if "theta_raw" in shapes:
         score = (y * mask).sum(axis=0) / np.maximum(mask.sum(axis=0), 1)
         sd = score.std()
-        params["theta"] = (score - score.mean()) / sd if sd > 0 else np.zeros_like(score)
+        params["theta_raw"] = (score - score.mean()) / sd if sd > 0 else np.zeros_like(score)
     for name, shape in shapes.items():
         if name not in params:
             params[name] = np.zeros(shape)
     return {k: np.asarray(v, dtype=np.float32) for k, v in params.items()}
 
 
-def facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
-    """Level abilities of each facet: theta_f = basis_f @ z_f."""
+def _raw_facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
     return {facet: jnp.asarray(design.facet_basis[facet], dtype=params[f"z_{facet}"].dtype) @ params[f"z_{facet}"]
             for facet in spec.facets}
 
 
-def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
-    """Ability of each examinee: theta_m, or sum_f theta_f[level_f(m)] (+ sigma e_m)."""
+def _raw_examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
     if not spec.facets:
-        return params["theta"]
-    levels = facet_thetas(params, spec, design)
+        return params["theta_raw"]
+    levels = _raw_facet_thetas(params, spec, design)
     theta = sum(levels[f][jnp.asarray(design.facet_index[f])] for f in spec.facets)
     if spec.residual:
         theta = theta + jnp.exp(params["sigma_resid"]) * params["resid"]
     return theta
+
+
+def ability_scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
+    """Standard deviation of the raw examinee abilities; dividing by it fixes the ability scale.
+
+    The likelihood is invariant under theta -> s theta, a -> a / s, so the scale must be
+    pinned. irtexam pins it exactly: reported abilities have standard deviation 1 across
+    the examinees (and, without facets, mean 0). Leaving it to the priors lets the joint
+    mode shrink the scale (about 0.8 of the truth on a 300 x 500 2PL).
+    """
+    raw = _raw_examinee_theta(params, spec, design)
+    return jnp.sqrt(jnp.mean((raw - raw.mean()) ** 2) + 1e-12)
+
+
+def facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
+    """Level abilities of each facet on the fixed ability scale: theta_f = basis_f z_f / s."""
+    scale = ability_scale(params, spec, design)
+    return {facet: value / scale for facet, value in _raw_facet_thetas(params, spec, design).items()}
+
+
+def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
+    """Ability of each examinee on the fixed scale (sd 1 across examinees).
+
+    Without facets: theta_m = (raw_m - mean(raw)) / sd(raw). With facets:
+    theta_m = (sum_f theta_f[level_f(m)] + sigma e_m) / s, the location fixed by the
+    facet identification (sum-to-zero or reference level) and s = sd of the raw sum.
+    """
+    raw = _raw_examinee_theta(params, spec, design)
+    scale = ability_scale(params, spec, design)
+    if not spec.facets:
+        return (raw - raw.mean()) / scale
+    return raw / scale
 
 
 def grm_thresholds(params: Mapping[str, jax.Array]) -> jax.Array:
@@ -281,7 +318,8 @@ def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) 
         out["thresholds"] = thresholds
         out["b"] = thresholds.mean(axis=-1)
     else:
-        out["b"] = params["b"]
+        out["b"] = -params["d"] / out["a"]
+        out["d"] = params["d"]
         out["c"] = jax.nn.sigmoid(params["c"]) if "c" in params else jnp.full(n_items, spec.fixed_c)
     out["theta"] = examinee_theta(params, spec, design)
     for facet, value in facet_thetas(params, spec, design).items():
@@ -297,8 +335,8 @@ def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec) -> jax.Array:
     total = jnp.zeros(())
     if "a" in params:
         total += lk.normal_logpdf(params["a"], spec.log_a_loc, spec.log_a_scale).sum()
-    if "b" in params:
-        total += lk.normal_logpdf(params["b"], 0.0, spec.b_scale).sum()
+    if "d" in params:
+        total += lk.normal_logpdf(params["d"], 0.0, spec.b_scale).sum()
     if "b1" in params:
         total += lk.normal_logpdf(params["b1"], 0.0, spec.b_scale).sum()
     if "gap" in params:
@@ -306,8 +344,8 @@ def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec) -> jax.Array:
     if "c" in params:
         alpha, beta = spec.c_prior
         total += lk.logit_beta_logpdf(params["c"], alpha, beta).sum()
-    if "theta" in params:
-        total += lk.normal_logpdf(params["theta"], 0.0, spec.theta_scale).sum()
+    if "theta_raw" in params:
+        total += lk.normal_logpdf(params["theta_raw"], 0.0, spec.theta_scale).sum()
     for facet in spec.facets:
         total += lk.normal_logpdf(params[f"z_{facet}"], 0.0, spec.theta_scale).sum()
     if "sigma_resid" in params:
@@ -325,7 +363,7 @@ def cell_loglik(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design
         k = jnp.clip(y, 0, design.max_score).astype(jnp.int32)
         return jnp.take_along_axis(logp, k[..., None], axis=-1)[..., 0]
     a = jnp.exp(params["a"])[:, None] if "a" in params else 1.0
-    b = params["b"][:, None]
+    b = -params["d"][:, None] / a
     c: Any = jax.nn.sigmoid(params["c"])[:, None] if "c" in params else spec.fixed_c
     return lk.bernoulli_loglik_cells(y, theta[None, :], a, b, c)
 
@@ -336,10 +374,25 @@ def log_likelihood(params: Mapping[str, jax.Array], spec: ModelSpec, design: Des
     return jnp.sum(jnp.where(mask, cell_loglik(params, spec, design, y), 0.0))
 
 
+SCALE_ANCHOR_SD = 0.1
+
+
+def scale_anchor(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array:
+    """log N(log s | 0, 0.1^2) for the raw ability scale s (see :func:`ability_scale`).
+
+    Reported abilities are raw / s, so neither the likelihood nor any reported
+    quantity depends on s; but the N(0, 1) prior on the raw values alone would pull s
+    to 0 (an unbounded, ill-conditioned MAP direction). This term gives that nuisance
+    direction a finite mode. It is part of the NumPyro model too.
+    """
+    return lk.normal_logpdf(jnp.log(ability_scale(params, spec, design)), 0.0, SCALE_ANCHOR_SD)
+
+
 def log_posterior(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design,
                   y: jax.Array, mask: jax.Array) -> jax.Array:
-    """Unnormalised log posterior in unconstrained space: log prior + log likelihood."""
-    return log_prior(params, spec) + log_likelihood(params, spec, design, y, mask)
+    """Unnormalised log posterior in unconstrained space: log prior + scale anchor + log likelihood."""
+    return (log_prior(params, spec) + scale_anchor(params, spec, design)
+            + log_likelihood(params, spec, design, y, mask))
 
 
 # ----------------------------------------------------------------------------- numpyro
@@ -364,7 +417,7 @@ def numpyro_model(spec: ModelSpec, design: Design, y: jax.Array, mask: jax.Array
                 gap = numpyro.sample("gap", dist.LogNormal(0.0, 1.0).expand([design.max_score - 1]).to_event(1))
                 params["gap"] = jnp.log(gap)
         else:
-            params["b"] = numpyro.sample("b", dist.Normal(0.0, spec.b_scale))
+            params["d"] = numpyro.sample("d", dist.Normal(0.0, spec.b_scale))
         if spec.free_guessing:
             c = numpyro.sample("c", dist.Beta(*spec.c_prior))
             params["c"] = jnp.log(c) - jnp.log1p(-c)
@@ -373,20 +426,26 @@ def numpyro_model(spec: ModelSpec, design: Design, y: jax.Array, mask: jax.Array
             n_free = design.facet_basis[facet].shape[1]
             z = numpyro.sample(f"z_{facet}", dist.Normal(0.0, spec.theta_scale).expand([n_free]).to_event(1))
             params[f"z_{facet}"] = z
-            numpyro.deterministic(f"theta_{facet}", jnp.asarray(design.facet_basis[facet], dtype=z.dtype) @ z)
         if spec.residual:
             sigma = numpyro.sample("sigma_resid", dist.HalfNormal(1.0))
             params["sigma_resid"] = jnp.log(sigma)
             with numpyro.plate("examinee", design.n_examinees):
                 params["resid"] = numpyro.sample("resid", dist.Normal(0.0, 1.0))
+        for facet, value in facet_thetas(params, spec, design).items():
+            numpyro.deterministic(f"theta_{facet}", value)
         numpyro.deterministic("theta", examinee_theta(params, spec, design))
     else:
         with numpyro.plate("examinee", design.n_examinees):
-            params["theta"] = numpyro.sample("theta", dist.Normal(0.0, spec.theta_scale))
+            params["theta_raw"] = numpyro.sample("theta_raw", dist.Normal(0.0, spec.theta_scale))
+        numpyro.deterministic("theta", examinee_theta(params, spec, design))
     if spec.kind != "grm" and not spec.free_guessing:
         numpyro.deterministic("c", jnp.full(design.n_items, spec.fixed_c))
     if not spec.has_discrimination:
         numpyro.deterministic("a", jnp.ones(design.n_items))
+    if spec.kind != "grm":
+        a_values = jnp.exp(params["a"]) if "a" in params else 1.0
+        numpyro.deterministic("b", -params["d"] / a_values)
     if spec.kind == "grm":
         numpyro.deterministic("thresholds", grm_thresholds(params))
+    numpyro.factor("scale_anchor", scale_anchor(params, spec, design))
     numpyro.factor("loglik", log_likelihood(params, spec, design, y, mask))

@@ -1,0 +1,249 @@
+"""Fit diagnostics for an IRT fit: item/person fit, predictive checks, flags.
+
+All core functions are pure and take arrays: ``x`` the observed responses
+(items x examinees, 0/1, NaN = missing) and ``p`` the fitted probabilities of the
+same shape. :func:`diagnose` applies them to a fit result.
+
+- Outfit mean square (unweighted): mean over observed cells of z^2 with
+  z = (x - P) / sqrt(P (1 - P)). Expected value 1; > 1.3 means noisy, < 0.7 overfit.
+- Infit mean square (information weighted): sum (x - P)^2 / sum P (1 - P).
+- RMSE per item: sqrt(mean (x - P)^2) against the mean baseline sqrt(mean (x - xbar_i)^2),
+  xbar_i the item's proportion correct.
+- Yen's Q3: correlation over examinees of the residuals d = x - P of two items;
+  a pair is flagged when Q3 - mean(Q3) > 0.2 (Christensen et al. 2017), a bound
+  raised for small samples to the Bonferroni critical correlation (see q3_threshold).
+- Posterior predictive check: replicate X_rep ~ Bernoulli(P_s) for parameter draws s;
+  compare observed total scores per examinee and per item with the replicated ones
+  (two-sided posterior predictive p-value).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _mask(x: np.ndarray) -> np.ndarray:
+    return ~np.isnan(x)
+
+
+def fit_mean_squares(x: np.ndarray, p: np.ndarray, axis: int = 1) -> pd.DataFrame:
+    """Infit and outfit mean squares along ``axis`` (1: per item, 0: per examinee).
+
+    outfit = mean(z^2), z = (x - P)/sqrt(P(1 - P)); infit = sum (x - P)^2 / sum P(1 - P),
+    both over observed cells. Returns columns infit, outfit, n.
+    """
+    x = np.asarray(x, dtype=float)
+    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
+    m = _mask(x)
+    var = p * (1 - p)
+    r2 = np.where(m, (np.nan_to_num(x) - p) ** 2, 0.0)
+    v = np.where(m, var, 0.0)
+    n = m.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        outfit = (r2 / var).sum(axis=axis) / n
+        infit = r2.sum(axis=axis) / v.sum(axis=axis)
+    return pd.DataFrame({"infit": infit, "outfit": outfit, "n": n})
+
+
+def item_rmse(x: np.ndarray, p: np.ndarray) -> pd.DataFrame:
+    """Per-item RMSE of the model, sqrt(mean (x - P)^2), and of the mean baseline.
+
+    The baseline predicts every examinee's response to item i by the item's
+    proportion correct xbar_i: sqrt(mean (x - xbar_i)^2). Columns rmse, rmse_baseline.
+    """
+    x = np.asarray(x, dtype=float)
+    m = _mask(x)
+    n = m.sum(axis=1)
+    xbar = np.nansum(x, axis=1) / np.maximum(n, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rmse = np.sqrt(np.where(m, (np.nan_to_num(x) - p) ** 2, 0).sum(1) / n)
+        base = np.sqrt(np.where(m, (np.nan_to_num(x) - xbar[:, None]) ** 2, 0).sum(1) / n)
+    return pd.DataFrame({"rmse": rmse, "rmse_baseline": base})
+
+
+def yen_q3(x: np.ndarray, p: np.ndarray, min_pairs: int = 5) -> np.ndarray:
+    """Yen's Q3 matrix: Pearson correlation of residuals x - P between item pairs.
+
+    Uses examinees observed on both items (pairwise); NaN where fewer than
+    ``min_pairs`` examinees or a residual is constant. Diagonal is NaN.
+    """
+    d = np.asarray(x, dtype=float) - np.asarray(p, dtype=float)
+    m = _mask(d).astype(float)
+    d0 = np.nan_to_num(d)
+    n = m @ m.T
+    s1 = d0 @ m.T  # sum of d_i over examinees also observed on j
+    s2 = (d0 ** 2) @ m.T
+    sij = d0 @ d0.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = sij / n - (s1 / n) * (s1.T / n)
+        vi = s2 / n - (s1 / n) ** 2
+        q3 = cov / np.sqrt(vi * vi.T)
+    q3[n < min_pairs] = np.nan
+    np.fill_diagonal(q3, np.nan)
+    return q3
+
+
+def q3_threshold(n_examinees: int, n_pairs: int, base: float = 0.2, alpha: float = 0.05) -> float:
+    """Flagging threshold for Q3*: max(base, z / sqrt(n)) with z the Bonferroni critical
+    value Phi^-1(1 - alpha / (2 n_pairs)): with few examinees, sampling noise alone
+    (sd ~ 1/sqrt(n)) would push many pairs past the usual 0.2.
+    """
+    from scipy.stats import norm
+
+    if n_examinees < 2 or n_pairs < 1:
+        return base
+    z = float(norm.ppf(1.0 - alpha / (2.0 * n_pairs)))
+    return max(base, z / np.sqrt(n_examinees))
+
+
+def local_dependence(x: np.ndarray, p: np.ndarray, items: list, threshold: float | None = None) -> pd.DataFrame:
+    """Item pairs whose Q3 exceeds the average Q3 by more than a threshold (Q3* = Q3 - mean Q3).
+
+    ``threshold`` defaults to :func:`q3_threshold` (0.2, raised for small samples).
+    Returns columns item_1, item_2, q3, q3_star, sorted by q3_star descending;
+    ``.attrs['threshold']`` records the threshold used.
+    """
+    q3 = yen_q3(x, p)
+    iu = np.triu_indices(q3.shape[0], 1)
+    vals = q3[iu]
+    if threshold is None:
+        threshold = q3_threshold(np.asarray(x).shape[1], int(np.isfinite(vals).sum()))
+    if np.all(np.isnan(vals)):
+        out = pd.DataFrame(columns=["item_1", "item_2", "q3", "q3_star"])
+        out.attrs["threshold"] = threshold
+        return out
+    star = vals - np.nanmean(vals)
+    keep = np.where(star > threshold)[0]
+    out = pd.DataFrame({"item_1": [items[i] for i in iu[0][keep]], "item_2": [items[j] for j in iu[1][keep]],
+                        "q3": vals[keep], "q3_star": star[keep]})
+    out = out.sort_values("q3_star", ascending=False, ignore_index=True)
+    out.attrs["threshold"] = threshold
+    return out
+
+
+def replicate(p_draws: np.ndarray, mask: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Replicated responses X_rep ~ Bernoulli(P_s), missing where the data are missing.
+
+    ``p_draws`` has shape (S, items, examinees); returns the same shape, NaN where ~mask.
+    """
+    rng = np.random.default_rng(seed)
+    rep = (rng.random(p_draws.shape) < p_draws).astype(float)
+    rep[:, ~mask] = np.nan
+    return rep
+
+
+def ppc_scores(x: np.ndarray, p_draws: np.ndarray, seed: int = 0) -> dict[str, pd.DataFrame | np.ndarray]:
+    """Posterior predictive check of total scores per examinee and per item.
+
+    For each unit, the observed total T_obs and replicated totals T_rep,s; the
+    two-sided p-value is 2 min(Pr(T_rep >= T_obs), Pr(T_rep <= T_obs)), capped at 1.
+    Returns {'examinee': DataFrame, 'item': DataFrame, 'rep_examinee': (S, E), 'rep_item': (S, I)}.
+    """
+    x = np.asarray(x, dtype=float)
+    rep = replicate(np.asarray(p_draws, dtype=float), _mask(x), seed)
+    out: dict = {}
+    for name, axis in (("examinee", 0), ("item", 1)):
+        obs = np.nansum(x, axis=axis)
+        reps = np.nansum(rep, axis=axis + 1)
+        hi = (reps >= obs).mean(axis=0)
+        lo = (reps <= obs).mean(axis=0)
+        out[name] = pd.DataFrame({"observed": obs, "replicated_mean": reps.mean(0),
+                                  "replicated_low": np.quantile(reps, 0.05, axis=0),
+                                  "replicated_high": np.quantile(reps, 0.95, axis=0),
+                                  "ppp": np.minimum(1.0, 2 * np.minimum(hi, lo))})
+        out[f"rep_{name}"] = reps
+    return out
+
+
+def likely_wrong_key(x: np.ndarray, theta: np.ndarray, strong_quantile: float = 0.75,
+                     min_strong: int = 3) -> pd.DataFrame:
+    """Items most strong examinees get wrong: a hint that the answer key is wrong.
+
+    Strong examinees are those with theta at or above the ``strong_quantile``
+    quantile (at least ``min_strong`` of them). Per item: the proportion correct
+    among strong examinees (p_strong) and the others (p_rest), and the item-rest
+    correlation r_ir = corr(x_i, sum_{j != i} x_j) over examinees. ``wrong_key_flag``
+    when the strong majority is wrong (p_strong < 0.5) and the item correlates
+    negatively with the rest of the exam (r_ir < 0).
+    """
+    x = np.asarray(x, dtype=float)
+    theta = np.asarray(theta, dtype=float)
+    k = max(min_strong, int(np.ceil((1 - strong_quantile) * theta.size)))
+    strong = np.zeros(theta.size, dtype=bool)
+    strong[np.argsort(-theta)[:k]] = True
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ps = np.nanmean(np.where(strong[None, :], x, np.nan), axis=1)
+        pw = np.nanmean(np.where(~strong[None, :], x, np.nan), axis=1)
+        # proportion-correct scale so that missing cells do not bias the rest score
+        filled = np.where(np.isnan(x), np.nanmean(x, axis=1, keepdims=True), x)
+        rest = filled.sum(0)[None, :] - filled
+        xc = filled - filled.mean(1, keepdims=True)
+        rc = rest - rest.mean(1, keepdims=True)
+        r = (xc * rc).sum(1) / np.sqrt((xc ** 2).sum(1) * (rc ** 2).sum(1))
+    flag = (ps < 0.5) & (r < 0)
+    return pd.DataFrame({"p_strong": ps, "p_rest": pw, "item_rest_corr": r, "wrong_key_flag": flag})
+
+
+def item_flags(items: pd.DataFrame, a_min: float = 0.65) -> pd.DataFrame:
+    """Flags from item parameters: ``low_discrimination`` when a < a_min (default
+    0.65, the upper end of Baker's (2001) "low" band) or the 90% interval of a
+    reaches 0 (a_low <= 0.05, when present): such an item mostly measures noise.
+    Shrinkage priors keep a pure-noise item's estimate above zero, hence a_min > 0.
+    """
+    low = items["a"] < a_min
+    if "a_low" in items:
+        low = low | (items["a_low"] <= 0.05)
+    return pd.DataFrame({"low_discrimination": low}, index=items.index)
+
+
+def diagnose(result, n_draws: int = 200, seed: int = 0, q3_min: float | None = None,
+             draws: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:
+    """All diagnostics for a fit result (see module doc).
+
+    Returns {'items': per-item table (infit, outfit, rmse, rmse_baseline,
+    ppp, p_strong, flags...), 'examinees': per-examinee table (infit, outfit,
+    observed/replicated score, ppp), 'local_dependence': flagged pairs,
+    'summary': dict with counts of every flag, 'ppc': replicates}. ``draws`` may
+    pass precomputed {'a', 'b', 'c', 'theta'} draws (S, ...) to avoid resampling.
+    """
+    rm = result.responses
+    x = np.asarray(rm.values, dtype=float)
+    items_df = result.items.loc[list(rm.items)]
+    ex_df = result.examinees.loc[list(rm.examinees)]
+    p = np.asarray(result.predict(), dtype=float)
+    per_item = fit_mean_squares(x, p, axis=1).set_axis(list(rm.items))
+    per_item = per_item.join(item_rmse(x, p).set_axis(list(rm.items)))
+    try:
+        got = dict(draws or {})
+        for k in ("a", "b", "c", "theta"):
+            if k not in got:
+                got[k] = np.asarray(result.draws(k, n=n_draws))
+        a, b, c, th = (np.asarray(got[k], dtype=float) for k in ("a", "b", "c", "theta"))
+        # (S, I, E): P_s[i, e] = c_s,i + (1 - c_s,i) sigmoid(a_s,i (theta_s,e - b_s,i))
+        z = a[:, :, None] * (th[:, None, :] - b[:, :, None])
+        p_draws = c[:, :, None] + (1 - c[:, :, None]) / (1 + np.exp(-z))
+    except Exception:  # noqa: BLE001 - no draws: replicate from the point estimate
+        p_draws = p[None, :, :].repeat(n_draws, axis=0)
+    ppc = ppc_scores(x, p_draws, seed=seed)
+    per_item["ppp"] = ppc["item"]["ppp"].to_numpy()
+    wk = likely_wrong_key(x, ex_df["theta"].to_numpy()).set_axis(list(rm.items))
+    per_item = per_item.join(wk).join(item_flags(items_df))
+    per_item["misfit_flag"] = (per_item["outfit"] > 1.5) | (per_item["infit"] > 1.3)
+    per_item.index.name = "item"
+    per_ex = fit_mean_squares(x, p, axis=0).set_axis(list(rm.examinees))
+    per_ex = per_ex.join(ppc["examinee"].set_axis(list(rm.examinees)))
+    per_ex.index.name = "examinee"
+    ld = local_dependence(x, p, list(rm.items), q3_min)
+    summary = {
+        "n_items": len(per_item), "n_examinees": len(per_ex),
+        "low_discrimination": int(per_item["low_discrimination"].sum()),
+        "likely_wrong_key": int(per_item["wrong_key_flag"].sum()),
+        "misfit_items": int(per_item["misfit_flag"].sum()),
+        "local_dependence_pairs": int(len(ld)),
+        "q3_threshold": float(ld.attrs["threshold"]),
+        "rmse": float(np.sqrt(np.nanmean((x - p) ** 2))),
+        "rmse_baseline": float(np.sqrt(np.nanmean((x - np.nanmean(x, axis=1, keepdims=True)) ** 2))),
+    }
+    return {"items": per_item, "examinees": per_ex, "local_dependence": ld, "summary": summary,
+            "ppc": ppc}

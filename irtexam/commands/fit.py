@@ -1,0 +1,86 @@
+"""`irtexam fit RESPONSES --model 3pl [--facets llm,retriever,icl] [--method map|nuts] --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fit", help="fit a (hierarchical) IRT model to a response matrix",
+        description="Fit a 1PL/2PL/3PL (or graded) IRT model to a long response table (CSV/parquet/JSONL with "
+                    "columns item, examinee, response and optional facet columns). Writes items.csv, "
+                    "examinees.csv, facets.csv (with --facets), contrasts.csv, fit.nc (arviz) and meta.json.")
+    parser.add_argument("responses", help="long response table: item, examinee, response (+ facet columns)")
+    parser.add_argument("--model", default="3pl", choices=["1pl", "2pl", "3pl", "grm"])
+    parser.add_argument("--facets", default=None,
+                        help="comma-separated examinee facet columns for the hierarchical model, e.g. "
+                             "llm,retriever,icl; 'auto' uses every facet column in the file")
+    parser.add_argument("--method", default="map", choices=["map", "nuts"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--guessing", type=float, default=None, metavar="FIXED",
+                        help="fix the guessing parameter c for every item (e.g. 0.25)")
+    parser.add_argument("--n-choices", type=int, default=4, help="answer choices per item (prior mean of c = 1/n)")
+    parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
+    parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
+    parser.add_argument("--heldout", type=float, default=0.0,
+                        help="fraction of observed cells to hold out and score (e.g. 0.1)")
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--target-accept", type=float, default=0.9)
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.set_defaults(func=run)
+
+
+def format_summary(result) -> str:
+    """A short human-readable summary of a fit."""
+    stats = result.fit_stats
+    lines = [f"{result.spec.kind.upper()} fit by {result.method.upper()}: {result.design.n_items} items x "
+             f"{result.design.n_examinees} examinees ({stats['n_observed']} responses)",
+             f"  log-likelihood {stats['loglik']:.1f}; RMSE {stats['rmse']:.4f} vs mean baseline "
+             f"{stats['rmse_baseline']:.4f}"]
+    if "heldout_loglik" in stats:
+        base = stats.get("heldout_loglik_baseline")
+        lines.append(f"  held-out log-likelihood per cell {stats['heldout_loglik']:.4f}"
+                     + (f" (baseline {base:.4f})" if base is not None else ""))
+    items = result.items
+    lines.append(f"  a: median {items['a'].median():.2f}; b: {items['b'].min():.2f}..{items['b'].max():.2f}"
+                 + (f"; c: median {items['c'].median():.2f}" if "c" in items else ""))
+    if result.facets is not None:
+        for facet, group in result.facets.groupby("facet", sort=False):
+            ranked = group.sort_values("theta", ascending=False)
+            parts = [f"{r.level} {r.theta:+.2f} [{r.theta_low:+.2f}, {r.theta_high:+.2f}]" for r in ranked.itertuples()]
+            lines.append(f"  {facet}: " + "; ".join(parts))
+    else:
+        top = result.examinees.sort_values("theta", ascending=False).head(5)
+        lines.append("  top examinees: " + "; ".join(f"{e} {t:+.2f}" for e, t in zip(top.index, top["theta"])))
+    if result.method == "nuts" and result.diagnostics is not None and len(result.diagnostics):
+        sampler = stats.get("sampler", {})
+        lines.append(f"  NUTS: max R-hat {result.diagnostics['r_hat'].max():.3f}, min ESS "
+                     f"{result.diagnostics['ess_bulk'].min():.0f}, divergences {sampler.get('divergences', 0)}")
+    for message in result.warnings:
+        lines.append(f"warning: {message}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..irt.fit import fit
+    from ..responses import ResponseMatrix
+
+    responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
+    facets = args.facets
+    if facets == "auto":
+        facets = responses.facet_names or None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit(responses, model=args.model, facets=facets, method=args.method, seed=args.seed,
+                     guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
+                     residual=args.residual, heldout=args.heldout, chains=args.chains, warmup=args.warmup,
+                     samples=args.samples, target_accept=args.target_accept, progress=args.method == "nuts")
+    out = result.save(args.out)
+    print(format_summary(result))
+    print(f"wrote {out}/items.csv, examinees.csv{', facets.csv, contrasts.csv' if result.facets is not None else ''}, "
+          f"fit.nc, meta.json")
+    return 0

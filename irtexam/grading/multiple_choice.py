@@ -1,0 +1,83 @@
+"""Multiple-choice answering by log-likelihood of each candidate's text.
+
+For a prompt x and candidate continuation y = (y_1..y_T) with |y| characters:
+
+* sum:   LL(y)       = sum_t log P(y_t | x, y_<t)
+* token: LL(y) / T   (length-normalised; the paper's rule, lm-eval's ``acc_norm``-like
+                      choice by mean token log-likelihood; the default)
+* char:  LL(y) / |y| (lm-eval's ``acc_norm``)
+
+The chosen answer is argmax over candidates of the configured normalisation (first
+index on ties). :func:`score_deduplicated` sends each distinct ScoreRequest once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..llm.base import LLM, ContinuationScore, ScoreRequest
+
+NORMALISATIONS = ("token", "char", "sum")
+
+
+def normalised(score: ContinuationScore, normalisation: str) -> float:
+    """The value of ``score`` under ``normalisation`` (token, char or sum)."""
+    if normalisation == "token":
+        return score.per_token
+    if normalisation == "char":
+        return score.per_char
+    if normalisation == "sum":
+        return score.logprob
+    raise ValueError(f"unknown normalisation {normalisation!r}; use one of {NORMALISATIONS}")
+
+
+def choose(scores: Sequence[ContinuationScore], normalisation: str = "token") -> int:
+    """Index of the best candidate under ``normalisation``; NaN scores never win; ties -> first."""
+    best, best_value = -1, -math.inf
+    for i, s in enumerate(scores):
+        v = normalised(s, normalisation)
+        if not math.isnan(v) and v > best_value:
+            best, best_value = i, v
+    return best if best >= 0 else 0
+
+
+@dataclass
+class DedupStats:
+    """How much work deduplication saved: requests asked for vs distinct requests scored."""
+
+    requested: int = 0
+    unique: int = 0
+
+    @property
+    def saved(self) -> int:
+        """Requests answered from another pipeline's identical request."""
+        return self.requested - self.unique
+
+
+def score_deduplicated(llm: LLM, requests: Sequence[ScoreRequest], stats: DedupStats | None = None,
+                       *, dedup: bool = True) -> list[list[ContinuationScore]]:
+    """``llm.score(requests)`` with identical requests (same prompt and continuations) scored once.
+
+    Returns the same nesting as ``requests``; ``stats`` (if given) is updated in place.
+    """
+    if not dedup:
+        out = list(llm.score(list(requests)))
+        if stats is not None:
+            stats.requested += len(requests)
+            stats.unique += len(requests)
+        return out
+    index: dict[ScoreRequest, int] = {}
+    unique: list[ScoreRequest] = []
+    for r in requests:
+        if r not in index:
+            index[r] = len(unique)
+            unique.append(r)
+    results = list(llm.score(unique)) if unique else []
+    if len(results) != len(unique):
+        raise RuntimeError(f"LLM {llm.name!r} returned {len(results)} results for {len(unique)} requests")
+    if stats is not None:
+        stats.requested += len(requests)
+        stats.unique += len(unique)
+    return [results[index[r]] for r in requests]

@@ -1,0 +1,247 @@
+"""Local causal LLMs through Hugging Face transformers (CPU, bf16 by default).
+
+Scoring (``score``) is the hot path of taking an exam. For one prompt and K
+continuations it runs
+
+1. one forward pass over the prompt, keeping its key/value cache and the last hidden
+   state (which predicts the first continuation token);
+2. one batched forward pass over the K continuations (right-padded), attending to
+   the prompt's cache repeated K times;
+3. the LM head only at the hidden states that predict a continuation token, so a
+   262k-token vocabulary costs sum_k n_k rows, not K * (prompt + n) rows.
+
+log P(cont | prompt) = sum_{j=1}^{n} log softmax(W h_{j-1})[t_j], with h_0 the
+prompt's last hidden state.
+
+Tokenisation boundary (same convention as lm-evaluation-harness): trailing
+whitespace of the prompt is moved to the front of the continuation; the prompt is
+tokenised alone (with the tokenizer's BOS if it adds one) and the continuation tokens
+are the tail of ``tokenize(prompt + continuation)`` after the prompt tokens. When the
+joint tokenisation merges across the boundary (the prompt's tokens are not a prefix),
+the continuation is tokenised alone instead; ``boundary_fallbacks`` counts this. Both
+the fast path and :meth:`TransformersLLM.score_naive` use exactly these token ids.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from .base import ContinuationScore, GenerationParams, ScoreRequest
+
+
+def split_trailing_whitespace(prompt: str, continuation: str) -> tuple[str, str]:
+    """Move the prompt's trailing whitespace to the start of the continuation."""
+    stripped = prompt.rstrip()
+    return stripped, prompt[len(stripped):] + continuation
+
+
+class TransformersLLM:
+    """A causal LM from a local transformers directory (see :func:`irtexam.llm.load_llm`).
+
+    ``dtype`` is ``"bfloat16"`` (default; fast on CPUs with AMX/AVX512-bf16) or
+    ``"float32"`` (exact to ~1e-4 nats). ``chat`` decides whether ``generate`` wraps the
+    prompt in the tokenizer's chat template (default: when it has one).
+    """
+
+    def __init__(self, model_dir: str | Path, *, name: str | None = None, dtype: str = "bfloat16",
+                 device: str = "cpu", chat: bool | None = None, num_threads: int | None = None,
+                 model: Any = None, tokenizer: Any = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if num_threads:
+            torch.set_num_threads(num_threads)
+        self.model_dir = str(model_dir)
+        self._name = name or Path(self.model_dir).name
+        self.dtype_name = dtype
+        self.device = device
+        torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
+                       "fp32": torch.float32, "float16": torch.float16}[dtype]
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
+        self.model = model or AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch_dtype)
+        self.model.to(device)
+        self.model.eval()
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        self.chat = has_template if chat is None else (chat and has_template)
+        self.boundary_fallbacks = 0
+        self._decoder = getattr(self.model, self.model.base_model_prefix)
+        self._head = self.model.get_output_embeddings()
+        self._softcap = getattr(getattr(self.model.config, "get_text_config", lambda: self.model.config)(),
+                                "final_logit_softcapping", None)
+
+    @property
+    def name(self) -> str:
+        """Model identifier used in facets, provenance and cache keys."""
+        return self._name
+
+    # ---------------------------------------------------------------- tokenisation
+    def _encode(self, text: str, special: bool = True) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def encode_pair(self, prompt: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids of (prompt, continuation) under the documented boundary convention."""
+        context, cont = split_trailing_whitespace(prompt, continuation)
+        prompt_ids = self._encode(context)
+        if not cont:
+            return prompt_ids, []
+        whole = self._encode(context + cont)
+        if whole[:len(prompt_ids)] == prompt_ids and len(whole) > len(prompt_ids):
+            return prompt_ids, whole[len(prompt_ids):]
+        self.boundary_fallbacks += 1
+        return prompt_ids, self._encode(cont, special=False)
+
+    # ---------------------------------------------------------------- scoring
+    def _logprobs_at(self, hidden: Any, targets: Any) -> Any:
+        """log softmax(W h)[target] for rows of hidden states (N, H) and targets (N,)."""
+        import torch
+
+        logits = self._head(hidden).float()
+        if self._softcap:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
+
+    def _score_one(self, request: ScoreRequest) -> list[ContinuationScore]:
+        import torch
+
+        pairs = [self.encode_pair(request.prompt, c) for c in request.continuations]
+        prompt_ids = pairs[0][0] if pairs else self._encode(request.prompt.rstrip())
+        conts = [c for _, c in pairs]
+        results: list[ContinuationScore | None] = [None] * len(conts)
+        nonempty = [k for k, c in enumerate(conts) if c]
+        for k, c in enumerate(conts):
+            if not c:
+                results[k] = ContinuationScore(0.0, 0, len(request.continuations[k]), ())
+        if nonempty:
+            dev = self.device
+            with torch.inference_mode():
+                p = torch.tensor([prompt_ids], device=dev)
+                out = self._decoder(input_ids=p, use_cache=True)
+                cache = out.past_key_values
+                h_last = out.last_hidden_state[0, -1]
+                n_k = len(nonempty)
+                lmax = max(len(conts[k]) for k in nonempty)
+                pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+                ids = torch.full((n_k, lmax), pad, dtype=torch.long, device=dev)
+                for row, k in enumerate(nonempty):
+                    ids[row, :len(conts[k])] = torch.tensor(conts[k], device=dev)
+                rows, cols, targets, first_targets = [], [], [], []
+                for row, k in enumerate(nonempty):
+                    first_targets.append(conts[k][0])
+                    for j in range(1, len(conts[k])):
+                        rows.append(row)
+                        cols.append(j - 1)
+                        targets.append(conts[k][j])
+                first_lp = self._logprobs_at(h_last[None].expand(n_k, -1),
+                                             torch.tensor(first_targets, device=dev))
+                rest_lp = None
+                if rows and lmax > 1:
+                    cache.batch_repeat_interleave(n_k)
+                    plen = len(prompt_ids)
+                    # right padding + causal attention: pads only follow real tokens, so
+                    # no attention mask is needed; positions continue after the prompt.
+                    positions = torch.arange(plen, plen + lmax - 1, device=dev)[None].expand(n_k, -1)
+                    hid = self._decoder(input_ids=ids[:, :lmax - 1], past_key_values=cache,
+                                        position_ids=positions, cache_position=positions[0],
+                                        use_cache=True).last_hidden_state
+                    sel = hid[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
+                    rest_lp = self._logprobs_at(sel, torch.tensor(targets, device=dev))
+            per_row: list[list[float]] = [[float(first_lp[r])] for r in range(n_k)]
+            if rest_lp is not None:
+                for r, value in zip(rows, rest_lp.tolist()):
+                    per_row[r].append(value)
+            for row, k in enumerate(nonempty):
+                lps = tuple(per_row[row])
+                results[k] = ContinuationScore(math.fsum(lps), len(lps), len(request.continuations[k]), lps)
+        return [r for r in results if r is not None]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[list[ContinuationScore]]:
+        """Log-likelihood of each continuation given its prompt, sharing the prompt's KV cache."""
+        return [self._score_one(r) for r in requests]
+
+    def score_naive(self, requests: Sequence[ScoreRequest]) -> list[list[ContinuationScore]]:
+        """Reference implementation: one full forward pass per (prompt, continuation)."""
+        import torch
+
+        out: list[list[ContinuationScore]] = []
+        for request in requests:
+            scores = []
+            for cont_text in request.continuations:
+                prompt_ids, cont = self.encode_pair(request.prompt, cont_text)
+                if not cont:
+                    scores.append(ContinuationScore(0.0, 0, len(cont_text), ()))
+                    continue
+                with torch.inference_mode():
+                    ids = torch.tensor([prompt_ids + cont], device=self.device)
+                    logits = self.model(input_ids=ids).logits[0].float()
+                    lp = torch.log_softmax(logits, dim=-1)
+                    start = len(prompt_ids)
+                    vals = [float(lp[start + j - 1, t]) for j, t in enumerate(cont)]
+                scores.append(ContinuationScore(math.fsum(vals), len(vals), len(cont_text), tuple(vals)))
+            out.append(scores)
+        return out
+
+    def token_logprobs(self, text: str) -> list[tuple[str, int, float | None]]:
+        """(token text, character offset, log P(token | previous tokens)) for every token.
+
+        The first token (or BOS) has no conditional probability (None). Used by the
+        OpenAI-compatible server for ``/v1/completions`` with ``echo`` and ``logprobs``.
+        """
+        import torch
+
+        enc = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+        ids = list(enc["input_ids"])
+        offsets = [o[0] for o in enc["offset_mapping"]]
+        with torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0].float()
+            lp = torch.log_softmax(logits, dim=-1)
+        tokens = [self.tokenizer.decode([t]) for t in ids]
+        special = set(self.tokenizer.all_special_ids)
+        result: list[tuple[str, int, float | None]] = []
+        for i, t in enumerate(ids):
+            value = None if i == 0 else float(lp[i - 1, t])
+            offset = offsets[i] if t not in special else 0
+            result.append(("" if t in special else tokens[i], int(offset), value))
+        return result
+
+    # ---------------------------------------------------------------- generation
+    def format_prompt(self, prompt: str) -> str:
+        """The text fed to the model: chat-templated user turn if ``chat``, else the prompt."""
+        if not self.chat:
+            return prompt
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                  tokenize=False, add_generation_prompt=True)
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams = GenerationParams()) -> list[str]:
+        """Complete each prompt (greedy when temperature is 0, else sampled with ``params.seed``)."""
+        import torch
+
+        outputs = []
+        for prompt in prompts:
+            text = self.format_prompt(prompt)
+            ids = self.tokenizer(text, add_special_tokens=not self.chat, return_tensors="pt")["input_ids"]
+            kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens,
+                                      "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id}
+            if params.temperature > 0:
+                torch.manual_seed(params.seed)
+                kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
+            else:
+                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.inference_mode():
+                gen = self.model.generate(ids.to(self.device), attention_mask=torch.ones_like(ids).to(self.device),
+                                          **kwargs)
+            completion = self.tokenizer.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
+            outputs.append(truncate_at_stop(completion, params.stop))
+        return outputs
+
+
+def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Cut ``text`` at the first occurrence of any stop string."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if i != -1:
+                cut = min(cut, i)
+    return text[:cut]

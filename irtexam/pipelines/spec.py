@@ -1,0 +1,204 @@
+"""The grid spec: which pipelines take which exam, declared as data (YAML or TOML).
+
+Example (YAML; TOML has the same keys)::
+
+    exam: exam.jsonl                 # paths are relative to the spec file
+    corpus: corpus.jsonl             # chunked passages (id, doc_id, text); not needed for closed-book only
+    icl_pool: pool.jsonl             # optional held-out demonstration pool (default: the exam, leave-one-out)
+    llms: [smollm2-135m]             # names for irtexam.llm.load_llm, or tables {name: ..., label: ..., options}
+                                     # (label = the llm facet level, default the name; e.g. for a server URL)
+    retrievers: [closed-book, bm25, dense-minilm, hybrid-rrf, oracle]
+    icl: [0, 1, 2]
+    top_k: 3
+    seed: 0
+    normalisation: token             # token (default, length-normalised) | char | sum
+    prompt: {context: "Context:\\n{passages}\\n\\n"}   # optional template overrides
+    generate: false                  # or {max_new_tokens: 64}: also keep a free-form answer
+    batch_items: 4                   # items scored per LLM call batch
+    dedup: true                      # score identical prompts once across pipelines
+
+Every validation error names the spec file and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import IrtexamError
+from ..grading.multiple_choice import NORMALISATIONS
+from ..retrieval.registry import normalise_retriever_spec
+from .prompt import PromptTemplate
+
+
+class SpecError(IrtexamError):
+    """A problem in a grid spec, naming the file and key."""
+
+    def __init__(self, message: str, *, path: str | None, key: str | None = None) -> None:
+        where = str(path) if path else "spec"
+        if key:
+            where += f", key '{key}'"
+        super().__init__(f"{where}: {message}")
+        self.path, self.key = path, key
+
+
+KNOWN_KEYS = {"exam", "corpus", "icl_pool", "llms", "retrievers", "icl", "top_k", "seed", "normalisation",
+              "prompt", "generate", "batch_items", "dedup", "index_dir", "name"}
+
+
+@dataclass
+class GridSpec:
+    """A validated grid spec with paths resolved against the spec's directory."""
+
+    exam: Path
+    llms: list[dict[str, Any]]
+    retrievers: list[dict[str, Any]]
+    icl: list[int]
+    corpus: Path | None = None
+    icl_pool: Path | None = None
+    top_k: int = 3
+    seed: int = 0
+    normalisation: str = "token"
+    prompt: PromptTemplate = field(default_factory=PromptTemplate)
+    generate: dict[str, Any] | None = None
+    batch_items: int = 4
+    dedup: bool = True
+    index_dir: Path | None = None
+    name: str = "grid"
+    source: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the canonical JSON of the raw spec."""
+        return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _read_raw(path: Path) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    text = path.read_text(encoding="utf-8")
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml", ".json"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            raise SpecError("unknown spec format; use a .yaml, .yml, .toml or .json file", path=str(path))
+    except SpecError:
+        raise
+    except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError
+        raise SpecError(f"cannot parse the file: {exc}", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecError("the spec must be a mapping of keys (exam, llms, retrievers, icl, ...)", path=str(path))
+    return data
+
+
+def _int(value: Any, key: str, src: str | None, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SpecError(f"must be an integer >= {minimum}, got {value!r}", path=src, key=key)
+    return value
+
+
+def _as_list(value: Any, key: str, src: str | None) -> list:
+    if isinstance(value, (str, int, dict)):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise SpecError("must be a non-empty list", path=src, key=key)
+    return value
+
+
+def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = None,
+               check_files: bool = True) -> GridSpec:
+    """Validate a spec mapping; raises :class:`SpecError` naming ``source`` and the key."""
+    src = source
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:
+        raise SpecError(f"unknown key(s) {unknown}; allowed keys: {sorted(KNOWN_KEYS)}", path=src, key=unknown[0])
+    for key in ("exam", "llms", "retrievers"):
+        if key not in data:
+            raise SpecError("is required", path=src, key=key)
+
+    def path_of(key: str) -> Path | None:
+        if data.get(key) is None:
+            return None
+        if not isinstance(data[key], str):
+            raise SpecError(f"must be a file path string, got {data[key]!r}", path=src, key=key)
+        p = Path(data[key]).expanduser()
+        p = p if p.is_absolute() else base_dir / p
+        if check_files and key != "index_dir" and not p.exists():
+            raise SpecError(f"file {p} does not exist", path=src, key=key)
+        return p
+
+    llms = []
+    for i, entry in enumerate(_as_list(data["llms"], "llms", src)):
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise SpecError("each llm is a model name or a table with a 'name'", path=src, key=f"llms[{i}]")
+        entry = dict(entry)
+        if not isinstance(entry.setdefault("label", entry["name"]), str) or not entry["label"]:
+            raise SpecError("'label' (the llm facet level) must be a non-empty string", path=src, key=f"llms[{i}]")
+        if "|" in entry["label"]:
+            raise SpecError(f"llm label {entry['label']!r} must not contain '|'; set 'label' to a short name",
+                            path=src, key=f"llms[{i}]")
+        llms.append(entry)
+    retrievers = []
+    for i, entry in enumerate(_as_list(data["retrievers"], "retrievers", src)):
+        try:
+            retrievers.append(normalise_retriever_spec(entry))
+        except ValueError as exc:
+            raise SpecError(str(exc), path=src, key=f"retrievers[{i}]") from None
+    for key, items, field_name in (("llms", llms, "label"), ("retrievers", retrievers, "name")):
+        names = [x[field_name] for x in items]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SpecError(f"duplicate name(s) {dupes}; give each level a distinct 'name'", path=src, key=key)
+    icl = [_int(v, "icl", src, minimum=0) for v in _as_list(data.get("icl", [0]), "icl", src)]
+    if len(set(icl)) != len(icl):
+        raise SpecError(f"duplicate ICL levels in {icl}", path=src, key="icl")
+    normalisation = data.get("normalisation", "token")
+    if normalisation not in NORMALISATIONS:
+        raise SpecError(f"must be one of {list(NORMALISATIONS)}, got {normalisation!r}", path=src, key="normalisation")
+    try:
+        prompt = PromptTemplate.from_mapping(data.get("prompt"))
+    except (ValueError, TypeError) as exc:
+        raise SpecError(str(exc), path=src, key="prompt") from None
+    generate = data.get("generate", False)
+    if generate is True:
+        generate = {}
+    elif generate is False or generate is None:
+        generate = None
+    elif not isinstance(generate, dict):
+        raise SpecError("must be true/false or a table of generation settings (max_new_tokens, ...)",
+                        path=src, key="generate")
+    elif set(generate) - {"max_new_tokens", "temperature", "top_p", "seed", "stop"}:
+        raise SpecError(f"unknown generation setting(s) {sorted(set(generate) - {'max_new_tokens', 'temperature', 'top_p', 'seed', 'stop'})}",
+                        path=src, key="generate")
+    dedup = data.get("dedup", True)
+    if not isinstance(dedup, bool):
+        raise SpecError(f"must be true or false, got {dedup!r}", path=src, key="dedup")
+    corpus = path_of("corpus")
+    if corpus is None and any(r["kind"] != "closed-book" for r in retrievers):
+        need = [r["name"] for r in retrievers if r["kind"] != "closed-book"]
+        raise SpecError(f"retrievers {need} need a corpus: add 'corpus: <chunked passages .jsonl>'",
+                        path=src, key="corpus")
+    return GridSpec(exam=path_of("exam"), llms=llms, retrievers=retrievers, icl=sorted(icl), corpus=corpus,
+                    icl_pool=path_of("icl_pool"), top_k=_int(data.get("top_k", 3), "top_k", src, minimum=1),
+                    seed=_int(data.get("seed", 0), "seed", src, minimum=0), normalisation=normalisation,
+                    prompt=prompt, generate=generate,
+                    batch_items=_int(data.get("batch_items", 4), "batch_items", src, minimum=1), dedup=dedup,
+                    index_dir=path_of("index_dir"), name=str(data.get("name", "grid")), source=src, raw=dict(data))
+
+
+def load_spec(path: str | Path, *, check_files: bool = True) -> GridSpec:
+    """Read and validate a YAML/TOML/JSON grid spec file."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError("file not found", path=str(path))
+    return parse_spec(_read_raw(path), base_dir=path.parent, source=str(path), check_files=check_files)

@@ -1,0 +1,382 @@
+"""Run a grid of RAG pipelines (llm x retriever x icl) over an exam.
+
+Output directory layout (``irtexam take SPEC --out DIR``):
+
+* ``answers.jsonl``        append-only log, one line per finished (pipeline, item), flushed
+                           per item; read back at start so a re-run resumes;
+* ``answers.parquet``      the long answers table (facets, item, per-candidate scores, chosen,
+                           correct, prompt hash, timings);
+* ``responses.csv``        the ResponseMatrix long table (examinee = ``llm|retriever|iclK``,
+                           facet columns llm, retriever, icl) for ``irtexam fit``;
+* ``accuracy.csv``         pointwise accuracy, the paper's Table 2 layout (rows llm x retriever,
+                           one column per ICL level and ``best``);
+* ``retrieval_recall.csv`` recall@k of the source chunk per retriever;
+* ``provenance.json``      models, versions, spec/exam/corpus/template hashes, seeds, counts;
+* ``index/``               saved retrieval indexes (unless the spec sets ``index_dir``).
+
+Work is organised per LLM (loaded once): items are taken in batches of
+``batch_items``; the ScoreRequests of every pending (pipeline, item) pair of the batch
+are deduplicated (identical prompt + continuations are scored once, e.g. closed-book
+and a retriever that found nothing, or two retrievers returning the same passages).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..errors import IrtexamError
+from ..exam.schema import ExamItem, read_exam
+from ..grading.multiple_choice import DedupStats, choose, normalised, score_deduplicated
+from ..llm.base import LLM, GenerationParams, ScoreRequest
+from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
+from ..retrieval.evaluation import recall_at_k
+from ..retrieval.registry import build_retriever
+from .icl import draw_demonstrations
+from .spec import GridSpec
+
+LLMFactory = Callable[[Mapping[str, Any]], LLM]
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One examinee: an LLM, a retriever and a number of in-context demonstrations."""
+
+    llm: str
+    retriever: str
+    icl: int
+
+    @property
+    def id(self) -> str:
+        """Examinee id, e.g. ``smollm2-135m|bm25|icl2``."""
+        return f"{self.llm}|{self.retriever}|icl{self.icl}"
+
+    @property
+    def facets(self) -> dict[str, str]:
+        """Facet columns of the ResponseMatrix."""
+        return {"llm": self.llm, "retriever": self.retriever, "icl": f"icl{self.icl}"}
+
+
+@dataclass
+class TakeResult:
+    """What a run did: counts for the report, and where the artifacts are."""
+
+    out_dir: Path
+    n_items: int
+    n_pipelines: int
+    scored_pairs: int = 0
+    resumed_pairs: int = 0
+    stale_records: int = 0
+    unreadable_lines: int = 0
+    dedup: DedupStats = field(default_factory=DedupStats)
+    oracle_missing: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One human-readable paragraph of counts."""
+        return (f"{self.n_pipelines} pipelines x {self.n_items} items: {self.scored_pairs} answers scored now, "
+                f"{self.resumed_pairs} resumed from the log, {self.stale_records} stale log records ignored "
+                f"(other spec/template), {self.unreadable_lines} unreadable log lines skipped; "
+                f"score requests {self.dedup.requested}, distinct {self.dedup.unique} "
+                f"({self.dedup.saved} shared across pipelines); items without a usable oracle chunk: "
+                f"{self.oracle_missing}; {self.seconds:.1f} s")
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_hash(spec: GridSpec, exam_sha: str, corpus_sha: str | None) -> str:
+    """Hash of everything that changes an answer besides the pipeline itself.
+
+    A log record whose hash differs (other exam, corpus, template, top_k, seed, pool,
+    generation settings) is stale: it is ignored and the pair is taken again.
+    """
+    parts = {"exam": exam_sha, "corpus": corpus_sha, "template": spec.prompt.sha256, "top_k": spec.top_k,
+             "seed": spec.seed, "pool": file_sha256(spec.icl_pool) if spec.icl_pool else None,
+             "generate": spec.generate, "retrievers": spec.retrievers, "llms": spec.llms}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def read_log(path: Path, config: str) -> tuple[dict[tuple[str, str], dict], int, int]:
+    """Records of the answers log keyed by (pipeline, item); plus counts of stale and unreadable lines.
+
+    A line cut short by a crash is unreadable: it is counted and its pair taken again.
+    """
+    records: dict[tuple[str, str], dict] = {}
+    stale = unreadable = 0
+    if not path.exists():
+        return records, 0, 0
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                key = (rec["pipeline"], rec["item"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                unreadable += 1
+                continue
+            if rec.get("config") != config:
+                stale += 1
+                continue
+            records[key] = rec
+    return records, stale, unreadable
+
+
+class AnswerLog:
+    """Append-only JSONL writer, flushed after every record."""
+
+    def __init__(self, path: Path) -> None:
+        """Open ``path`` for appending; repairs a last line cut short by a crash."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        self.handle = open(path, "a", encoding="utf-8")
+        if needs_newline:
+            self.handle.write("\n")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record and flush it to the OS."""
+        self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self.handle.close()
+
+
+def default_llm_factory(entry: Mapping[str, Any]) -> LLM:
+    """Load an LLM from a spec entry with :func:`irtexam.llm.load_llm` (options passed through)."""
+    from ..llm import load_llm
+
+    return load_llm(entry["name"], **{k: v for k, v in entry.items() if k not in ("name", "label")})
+
+
+def retrieve_all(retriever: Any, items: Sequence[ExamItem], k: int) -> dict[str, list[Hit]]:
+    """Top-``k`` hits of every item's question (batched query encoding where supported)."""
+    if hasattr(retriever, "prepare"):
+        retriever.prepare([it.question for it in items])
+    return {it.id: retriever.retrieve(it.question, k, chunk_id=it.chunk_id) for it in items}
+
+
+def answer_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos: Sequence[ExamItem],
+                  request: ScoreRequest, scores: Sequence[Any], *, normalisation: str, seconds: float,
+                  shared: bool, config: str, template_sha: str) -> dict[str, Any]:
+    """One row of the answers table (JSON-serialisable)."""
+    chosen = {n: choose(scores, n) for n in ("token", "char", "sum")}
+    pick = chosen[normalisation]
+    return {
+        "pipeline": pipeline.id, **pipeline.facets, "icl_k": pipeline.icl, "item": item.id,
+        "answer": item.answer, "chosen": pick, "correct": int(pick == item.answer),
+        "chosen_token": chosen["token"], "chosen_char": chosen["char"], "chosen_sum": chosen["sum"],
+        "normalisation": normalisation,
+        "logprob_sum": [s.logprob for s in scores], "logprob_token": [s.per_token for s in scores],
+        "logprob_char": [s.per_char for s in scores], "n_tokens": [s.n_tokens for s in scores],
+        "n_passages": len(hits), "passage_ids": [h.passage.id for h in hits],
+        "oracle_in_context": bool(item.chunk_id) and any(h.passage.id == item.chunk_id for h in hits),
+        "demo_ids": [d.id for d in demos],
+        "prompt_sha": hashlib.sha256(request.prompt.encode("utf-8")).hexdigest()[:16],
+        "prompt_chars": len(request.prompt), "template_sha": template_sha,
+        "seconds": seconds, "shared_request": shared, "config": config,
+    }
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("irtexam", "torch", "transformers", "sentence-transformers", "bm25s", "numpy", "pandas"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | None = None,
+              progress: bool = True, items: Sequence[ExamItem] | None = None,
+              passages: Sequence[Passage] | None = None) -> TakeResult:
+    """Let every pipeline of ``spec`` take the exam; writes the artifacts listed in the module doc.
+
+    Resumable: finished (pipeline, item) pairs are read back from ``answers.jsonl``
+    and never scored again.
+    """
+    from tqdm.auto import tqdm
+
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    llm_factory = llm_factory or default_llm_factory
+    items = list(items) if items is not None else read_exam(spec.exam)
+    exam_sha = file_sha256(spec.exam) if spec.exam.exists() else hashlib.sha256(
+        json.dumps([i.to_json() for i in items], sort_keys=True).encode()).hexdigest()
+    if passages is None and spec.corpus is not None:
+        passages = load_passages(spec.corpus)
+    passages = list(passages or [])
+    corpus_sha = corpus_fingerprint(passages) if passages else None
+    if spec.icl_pool:
+        pool = read_exam(spec.icl_pool)
+    else:  # leave-one-out over the whole exam file (even when only some items are taken)
+        pool = read_exam(spec.exam) if spec.exam.exists() else items
+    config = config_hash(spec, exam_sha, corpus_sha)
+    template = spec.prompt
+    llm_names = [e.get("label", e["name"]) for e in spec.llms]
+    pipelines = [Pipeline(l, r["name"], k) for l in llm_names for r in spec.retrievers for k in spec.icl]
+    result = TakeResult(out, len(items), len(pipelines))
+
+    # retrieval: once per retriever, shared by every LLM and ICL level
+    index_dir = spec.index_dir or out / "index"
+    shared: dict = {}
+    hits: dict[str, dict[str, list[Hit]]] = {}
+    recall_rows = []
+    chunk_of = {it.id: it.chunk_id for it in items}
+    for rspec in spec.retrievers:
+        retriever = build_retriever(rspec, passages, index_dir=index_dir, _shared=shared)
+        hits[rspec["name"]] = retrieve_all(retriever, items, spec.top_k)
+        rep = recall_at_k(rspec["name"], hits[rspec["name"]], chunk_of, spec.top_k)
+        recall_rows.append({"retriever": rep.retriever, "kind": rspec["kind"], "k": rep.k, "n_items": rep.n_items,
+                            "n_with_chunk": rep.n_with_chunk, "n_found": rep.n_found, "recall": rep.recall,
+                            "mean_passages": rep.mean_passages})
+        if rspec["kind"] == "oracle":
+            result.oracle_missing = sum(1 for h in hits[rspec["name"]].values() if not h)
+
+    # demonstrations: the largest level per item; smaller levels are its prefixes
+    max_k = max(spec.icl)
+    demos = {it.id: draw_demonstrations(it, pool, max_k, seed=spec.seed) for it in items}
+
+    log_path = out / "answers.jsonl"
+    done, result.stale_records, result.unreadable_lines = read_log(log_path, config)
+    wanted = {(p.id, it.id) for p in pipelines for it in items}
+    result.resumed_pairs = sum(1 for key in done if key in wanted)
+    log = AnswerLog(log_path)
+    models: dict[str, Any] = {}
+    try:
+        for entry in spec.llms:
+            label = entry.get("label", entry["name"])
+            mine = [p for p in pipelines if p.llm == label]
+            pending_items = [it for it in items if any((p.id, it.id) not in done for p in mine)]
+            if not pending_items:
+                continue
+            llm = llm_factory(entry)
+            models[label] = {"backend_name": llm.name, "source": entry["name"],
+                             "options": {k: v for k, v in entry.items() if k not in ("name", "label")},
+                                     **({"model_dir": str(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
+                                     **({"dtype": llm.dtype_name} if hasattr(llm, "dtype_name") else {})}
+            bars = {p.id: tqdm(total=len(items), initial=sum((p.id, it.id) in done for it in items),
+                               desc=p.id, position=i, leave=True, disable=not progress, dynamic_ncols=True)
+                    for i, p in enumerate(mine)}
+            try:
+                for start in range(0, len(pending_items), spec.batch_items):
+                    batch = pending_items[start:start + spec.batch_items]
+                    todo = [(p, it) for it in batch for p in mine if (p.id, it.id) not in done]
+                    requests = [ScoreRequest(template.render(it, [h.passage for h in hits[p.retriever][it.id]],
+                                                             demos[it.id][:p.icl]), template.continuations(it))
+                                for p, it in todo]
+                    t0 = time.perf_counter()
+                    scores = score_deduplicated(llm, requests, result.dedup, dedup=spec.dedup)
+                    texts: list[str | None] = [None] * len(todo)
+                    if spec.generate is not None:
+                        unique_prompts = list(dict.fromkeys(r.prompt for r in requests))
+                        gen = dict(zip(unique_prompts, llm.generate(unique_prompts, GenerationParams(
+                            **{k: (tuple(v) if k == "stop" else v) for k, v in spec.generate.items()}))))
+                        texts = [gen[r.prompt] for r in requests]
+                    per = (time.perf_counter() - t0) / max(len(set(requests)) if spec.dedup else len(requests), 1)
+                    counts: dict[ScoreRequest, int] = {}
+                    for r in requests:
+                        counts[r] = counts.get(r, 0) + 1
+                    for (p, it), req, sc, text in zip(todo, requests, scores, texts):
+                        rec = answer_record(p, it, hits[p.retriever][it.id], demos[it.id][:p.icl], req, sc,
+                                            normalisation=spec.normalisation, seconds=per,
+                                            shared=spec.dedup and counts[req] > 1, config=config,
+                                            template_sha=template.sha256)
+                        if text is not None:
+                            rec["generated"] = text
+                        log.write(rec)
+                        done[(p.id, it.id)] = rec
+                        result.scored_pairs += 1
+                        bars[p.id].update(1)
+            finally:
+                for bar in bars.values():
+                    bar.close()
+    finally:
+        log.close()
+
+    result.seconds = time.perf_counter() - started
+    write_outputs(spec, out, items, pipelines, done, recall_rows, models, result,
+                  {"exam": exam_sha, "corpus": corpus_sha, "config": config})
+    return result
+
+
+def answers_frame(records: Iterable[Mapping[str, Any]]):
+    """The answers table as a DataFrame (one row per pipeline x item)."""
+    import pandas as pd
+
+    return pd.DataFrame(list(records))
+
+
+def accuracy_table(answers) -> "Any":
+    """Table 2 layout: rows (llm, retriever), columns ``ICL@k`` accuracies and ``best`` (max over ICL)."""
+    table = answers.pivot_table(index=["llm", "retriever"], columns="icl_k", values="correct", aggfunc="mean")
+    table.columns = [f"ICL@{k}" for k in table.columns]
+    table["best"] = table.max(axis=1)
+    table["n_items"] = answers.groupby(["llm", "retriever"])["item"].nunique()
+    return table.reset_index()
+
+
+def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipelines: Sequence[Pipeline],
+                  done: Mapping[tuple[str, str], Mapping[str, Any]], recall_rows: list[dict],
+                  models: Mapping[str, Any], result: TakeResult, hashes: Mapping[str, Any]) -> None:
+    """Write answers.parquet, responses.csv, accuracy.csv, retrieval_recall.csv and provenance.json."""
+    import pandas as pd
+
+    from ..responses import ResponseMatrix
+
+    order = {p.id: i for i, p in enumerate(pipelines)}
+    item_order = {it.id: i for i, it in enumerate(items)}
+    records = sorted((r for key, r in done.items() if key[0] in order and key[1] in item_order),
+                     key=lambda r: (order[r["pipeline"]], item_order[r["item"]]))
+    answers = answers_frame(records)
+    pd.DataFrame(recall_rows).to_csv(out / "retrieval_recall.csv", index=False)
+    n_missing = len(pipelines) * len(items) - len(answers)
+    if len(answers):
+        answers.to_parquet(out / "answers.parquet", index=False)
+        long = answers[["item", "pipeline", "correct", "llm", "retriever", "icl"]].rename(
+            columns={"pipeline": "examinee", "correct": "response"})
+        ResponseMatrix.from_long(long).save(out / "responses.csv")
+        accuracy_table(answers).to_csv(out / "accuracy.csv", index=False)
+    provenance = {
+        "spec": {"path": spec.source, "sha256": spec.sha256, "content": spec.raw},
+        "exam": {"path": str(spec.exam), "sha256": hashes["exam"], "n_items": len(items)},
+        "corpus": {"path": str(spec.corpus) if spec.corpus else None, "fingerprint": hashes["corpus"]},
+        "icl_pool": str(spec.icl_pool) if spec.icl_pool else "exam (leave-one-out)",
+        "config_hash": hashes["config"],
+        "prompt_template": {"sha256": spec.prompt.sha256, **spec.prompt.__dict__},
+        "seed": spec.seed, "top_k": spec.top_k, "normalisation": spec.normalisation, "dedup": spec.dedup,
+        "generate": spec.generate, "models": dict(models), "retrievers": spec.retrievers,
+        "pipelines": [p.id for p in pipelines], "versions": _versions(),
+        "counts": {"scored_now": result.scored_pairs, "resumed": result.resumed_pairs,
+                   "stale_log_records": result.stale_records, "unreadable_log_lines": result.unreadable_lines,
+                   "missing_pairs": n_missing, "score_requests": result.dedup.requested,
+                   "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing},
+        "seconds": result.seconds,
+    }
+    previous = out / "provenance.json"
+    if previous.exists():  # a resumed run keeps the model details of LLMs loaded by earlier runs
+        try:
+            old_models = json.loads(previous.read_text(encoding="utf-8")).get("models", {})
+            provenance["models"] = {**{k: v for k, v in old_models.items() if k in {e.get("label", e["name"]) for e in spec.llms}},
+                                    **provenance["models"]}
+        except (OSError, json.JSONDecodeError):
+            pass
+    tmp = out / "provenance.json.tmp"
+    tmp.write_text(json.dumps(provenance, indent=2, default=str), encoding="utf-8")
+    tmp.replace(out / "provenance.json")

@@ -1,0 +1,248 @@
+"""Plots of fitted exams. Every function takes ``ax=None`` and returns the Axes.
+
+Inputs are plain tables (the ``items`` / ``examinees`` / ``facets`` DataFrames of a
+fit, or the outputs of :mod:`irtexam.analysis`), so plots can be drawn from files
+written by ``irtexam info`` without refitting. Examinee abilities, where given,
+are drawn as crosses on the x axis (the paper's Figs 3, 4, 8-11).
+Matplotlib only; no torch, no jax needed here except through the analysis module.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .analysis import information as inf
+
+
+def _axes(ax):
+    """Return ``ax``, or a new Axes on a new figure when it is None."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6.4, 4.2))
+    return ax
+
+
+def _grid(theta) -> np.ndarray:
+    return inf.theta_grid() if theta is None else np.asarray(theta, dtype=float)
+
+
+def ability_crosses(ax, abilities: Mapping[str, float] | pd.Series | Sequence[float] | None,
+                    color: str = "black"):
+    """Mark examinee abilities as crosses on the x axis of ``ax``; returns ``ax``."""
+    if abilities is None:
+        return ax
+    vals = np.asarray(pd.Series(abilities).astype(float).to_numpy())
+    if vals.size == 0:
+        return ax
+    ymin = ax.get_ylim()[0]
+    ax.scatter(vals, np.full(vals.shape, ymin), marker="x", color=color, s=30, zorder=5,
+               clip_on=False, label="examinee abilities")
+    ax.set_ylim(bottom=ymin)
+    return ax
+
+
+def _params(items: pd.DataFrame):
+    c = items["c"].to_numpy() if "c" in items else None
+    return items["a"].to_numpy(), items["b"].to_numpy(), c
+
+
+def plot_icc(items: pd.DataFrame, theta=None, ax=None, abilities=None, max_items: int = 200,
+             highlight: Sequence[str] | None = None):
+    """Item characteristic curves P_i(theta) = c + (1 - c) sigmoid(a (theta - b)), one line per item."""
+    ax = _axes(ax)
+    grid = _grid(theta)
+    shown = items.iloc[:max_items]
+    p = np.asarray(inf.prob_correct(grid, *_params(shown)))
+    hl = set(highlight or [])
+    for j, item in enumerate(shown.index):
+        ax.plot(grid, p[:, j], lw=1.6 if item in hl else 0.8, alpha=1.0 if item in hl else 0.5,
+                color="tab:red" if item in hl else None)
+    ax.set_xlabel(r"ability $\theta$")
+    ax.set_ylabel(r"$P(\mathrm{correct}\mid\theta)$")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Item characteristic curves ({len(shown)} of {len(items)} items)")
+    return ability_crosses(ax, abilities)
+
+
+def plot_item_information(items: pd.DataFrame, theta=None, ax=None, abilities=None,
+                          max_items: int = 200, show_mean: bool = True):
+    """Item information curves I_i(theta) (3PL Fisher information), and their mean (eq. 4)."""
+    ax = _axes(ax)
+    grid = _grid(theta)
+    shown = items.iloc[:max_items]
+    info = np.asarray(inf.item_information(grid, *_params(shown)))
+    ax.plot(grid, info, lw=0.8, alpha=0.5)
+    if show_mean:
+        full = np.asarray(inf.exam_information(grid, *_params(items)))
+        ax.plot(grid, full, color="black", lw=2.2, label="mean (exam)")
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel(r"ability $\theta$")
+    ax.set_ylabel(r"information $I(\theta)$")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Item information curves")
+    return ability_crosses(ax, abilities)
+
+
+def plot_category_information(curves: pd.DataFrame, ax=None, abilities=None, title: str | None = None,
+                              band: Mapping[str, pd.DataFrame] | None = None):
+    """Aggregated information per category (paper eq. 4): one line per column of ``curves``.
+
+    ``curves`` is indexed by theta (see ``analysis.information.category_information``);
+    its ``attrs['n_items']`` feeds the legend. ``band`` optionally maps category ->
+    DataFrame(theta, low, high) for posterior bands.
+    """
+    ax = _axes(ax)
+    n = curves.attrs.get("n_items", {})
+    grid = curves.index.to_numpy(dtype=float)
+    for cat in curves.columns:
+        label = f"{cat} (n={n[cat]})" if cat in n else str(cat)
+        (line,) = ax.plot(grid, curves[cat].to_numpy(), lw=1.8, label=label)
+        if band and cat in band:
+            bd = band[cat]
+            ax.fill_between(bd["theta"], bd["low"], bd["high"], color=line.get_color(), alpha=0.15)
+    ax.set_xlabel(r"ability $\theta$")
+    ax.set_ylabel(r"mean information $\bar I_{cat}(\theta)$")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or "Aggregated information by category")
+    ax.legend(fontsize=8, loc="upper right")
+    return ability_crosses(ax, abilities)
+
+
+def plot_information_band(band: pd.DataFrame, ax=None, abilities=None, label: str = "exam",
+                          title: str | None = None):
+    """Exam information with its posterior interval (columns theta, mean, low, high)."""
+    ax = _axes(ax)
+    (line,) = ax.plot(band["theta"], band["mean"], lw=2, label=label)
+    ax.fill_between(band["theta"], band["low"], band["high"], color=line.get_color(), alpha=0.2,
+                    label="90% interval")
+    ax.set_xlabel(r"ability $\theta$")
+    ax.set_ylabel(r"mean information $\bar I(\theta)$")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or "Exam information (posterior)")
+    ax.legend(fontsize=8)
+    return ability_crosses(ax, abilities)
+
+
+def plot_pruning(curves: pd.DataFrame, ax=None, abilities=None, n_items: Mapping | None = None):
+    """Evolution of exam information during pruning (paper Fig. 5/12).
+
+    ``curves`` is indexed by theta with one column per step (step 0 = full exam).
+    """
+    import matplotlib.pyplot as plt
+
+    ax = _axes(ax)
+    grid = curves.index.to_numpy(dtype=float)
+    cmap = plt.get_cmap("viridis")
+    k = max(len(curves.columns) - 1, 1)
+    for j, step in enumerate(curves.columns):
+        lab = f"step {step}" + (f" ({n_items[step]} items)" if n_items and step in n_items else "")
+        ax.plot(grid, curves[step].to_numpy(), color=cmap(j / k), lw=1.8, label=lab)
+    ax.set_xlabel(r"ability $\theta$")
+    ax.set_ylabel(r"mean exam information $\bar I_{Q_j}(\theta)$")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Exam information during iterative pruning")
+    ax.legend(fontsize=8)
+    return ability_crosses(ax, abilities)
+
+
+def plot_forest(facets: pd.DataFrame, ax=None, estimate: str = "theta", low: str = "theta_low",
+                high: str = "theta_high"):
+    """Forest plot of facet-level abilities with intervals (the paper's Table 3 view).
+
+    ``facets`` has columns facet, level and the estimate/interval columns; one row
+    per level, grouped by facet, sorted by estimate within a facet.
+    """
+    ax = _axes(ax)
+    rows = []
+    for facet, grp in facets.groupby("facet", sort=False):
+        rows.extend(grp.sort_values(estimate).itertuples(index=False))
+        rows.append(None)
+    rows = rows[:-1] if rows and rows[-1] is None else rows
+    labels, y = [], 0
+    colors = {}
+    for r in rows:
+        y += 1
+        if r is None:
+            labels.append("")
+            continue
+        d = r._asdict()
+        col = colors.setdefault(d["facet"], f"C{len(colors)}")
+        ax.errorbar(d[estimate], -y, xerr=[[d[estimate] - d[low]], [d[high] - d[estimate]]],
+                    fmt="o", color=col, capsize=3)
+        labels.append(f"{d['facet']}={d['level']}")
+    ax.set_yticks([-(i + 1) for i in range(len(labels))], labels, fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel(r"ability $\theta$ (90% interval)")
+    ax.set_title("Facet abilities")
+    return ax
+
+
+def plot_wright_map(items: pd.DataFrame, abilities: pd.Series | Mapping[str, float], ax=None,
+                    bins: int = 25, label_examinees: bool = True):
+    """Wright map: examinee abilities and item difficulties b on one theta axis.
+
+    Examinees left (histogram or labelled points), item difficulties right.
+    """
+    ax = _axes(ax)
+    th = pd.Series(abilities).astype(float)
+    b = items["b"].to_numpy(dtype=float)
+    lo, hi = float(min(th.min(), b.min())) - 0.3, float(max(th.max(), b.max())) + 0.3
+    edges = np.linspace(lo, hi, bins + 1)
+    hb, _ = np.histogram(b, edges)
+    centers = 0.5 * (edges[1:] + edges[:-1])
+    h = edges[1] - edges[0]
+    ax.barh(centers, hb, height=h * 0.9, color="tab:orange", label=f"item difficulty b ({len(b)})")
+    if label_examinees and len(th) <= 40:
+        x = -0.5 - 0.0 * th.to_numpy()
+        ax.scatter(x, th.to_numpy(), marker="x", color="tab:blue", label=f"examinees ({len(th)})")
+        for name, v in th.items():
+            ax.annotate(str(name), (-0.6, v), fontsize=6, ha="right", va="center")
+        ax.set_xlim(left=-max(hb.max(), 1) * 1.2 - 1)
+    else:
+        he, _ = np.histogram(th.to_numpy(), edges)
+        ax.barh(centers, -he, height=h * 0.9, color="tab:blue", label=f"examinees ({len(th)})")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_ylabel(r"$\theta$ / difficulty $b$")
+    ax.set_xlabel("examinees  |  items")
+    ax.set_title("Wright map")
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def plot_ppc(observed: np.ndarray, replicated: np.ndarray, ax=None, what: str = "examinee scores"):
+    """Posterior predictive check: observed totals (points) against replicated ones (interval).
+
+    ``observed`` is (K,), ``replicated`` is (S, K); units sorted by observed value.
+    """
+    ax = _axes(ax)
+    obs = np.asarray(observed, dtype=float)
+    rep = np.asarray(replicated, dtype=float)
+    order = np.argsort(obs)
+    x = np.arange(obs.size)
+    lo, mid, hi = np.quantile(rep[:, order], [0.05, 0.5, 0.95], axis=0)
+    ax.fill_between(x, lo, hi, color="tab:blue", alpha=0.25, label="replicated 90%")
+    ax.plot(x, mid, color="tab:blue", lw=1, label="replicated median")
+    ax.scatter(x, obs[order], s=8, color="black", zorder=3, label="observed")
+    ax.set_xlabel(f"{what} (sorted)")
+    ax.set_ylabel("total correct")
+    ax.set_title(f"Posterior predictive check: {what}")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def save(ax, path) -> str:
+    """Save the figure of ``ax`` to ``path`` (PNG/SVG/PDF by extension), close it, return the path."""
+    import matplotlib.pyplot as plt
+
+    fig = ax.figure
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)

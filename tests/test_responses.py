@@ -1,0 +1,146 @@
+"""ResponseMatrix: reading, validation errors naming file/row/column, round trips, subsetting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from irtexam.errors import InputError
+from irtexam.responses import ResponseMatrix
+
+
+def write(tmp_path, text, name="r.csv"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+GOOD = """item,examinee,response,llm,retriever
+q1,e1,1,small,bm25
+q1,e2,0,big,bm25
+q2,e1,,small,bm25
+q2,e2,1,big,bm25
+q10,e1,0,small,bm25
+q10,e2,1,big,bm25
+"""
+
+
+def test_read_long_csv_with_missing_and_facets(tmp_path):
+    rm = ResponseMatrix.read(write(tmp_path, GOOD))
+    assert rm.items == ("q1", "q2", "q10")  # natural order, not q1, q10, q2
+    assert rm.examinees == ("e1", "e2")
+    np.testing.assert_array_equal(rm.observed, [[True, True], [False, True], [True, True]])
+    assert rm.values[0, 0] == 1 and rm.values[0, 1] == 0 and rm.values[2, 1] == 1
+    assert rm.facet_names == ["llm", "retriever"]
+    assert rm.examinee_facets.loc["e2", "llm"] == "big"
+    assert rm.facet_levels("llm") == ["big", "small"]
+    assert rm.describe()["observed"] == 5
+
+
+def test_missing_required_column_names_the_column(tmp_path):
+    path = write(tmp_path, "item,examinee,score\nq1,e1,1\n")
+    with pytest.raises(InputError, match=r"r\.csv.*column 'response'"):
+        ResponseMatrix.read(path)
+
+
+def test_non_binary_response_names_row_and_column(tmp_path):
+    path = write(tmp_path, "item,examinee,response\nq1,e1,1\nq1,e2,2\n")
+    with pytest.raises(InputError, match=r"r\.csv, row 2, column 'response'.*'2'"):
+        ResponseMatrix.read(path)
+    path = write(tmp_path, "item,examinee,response\nq1,e1,yes!\n", name="s.csv")
+    with pytest.raises(InputError, match=r"s\.csv, row 1, column 'response'"):
+        ResponseMatrix.read(path)
+
+
+def test_graded_responses_are_accepted_in_graded_mode(tmp_path):
+    path = write(tmp_path, "item,examinee,response\nq1,e1,0\nq1,e2,2\nq2,e1,5\nq2,e2,3\n")
+    rm = ResponseMatrix.read(path, graded=True)
+    assert rm.max_score == 5 and not rm.is_binary
+    with pytest.raises(InputError, match="row 1"):
+        ResponseMatrix.read(write(tmp_path, "item,examinee,response\nq1,e1,1.5\n", "g.csv"), graded=True)
+
+
+def test_conflicting_duplicates_name_both_rows(tmp_path):
+    path = write(tmp_path, "item,examinee,response\nq1,e1,1\nq2,e1,0\nq1,e1,0\n")
+    with pytest.raises(InputError) as info:
+        ResponseMatrix.read(path)
+    message = str(info.value)
+    assert "row 1" in message and "row 3" in message and "conflicting" in message
+
+
+def test_identical_duplicates_are_an_error_too(tmp_path):
+    path = write(tmp_path, "item,examinee,response\nq1,e1,1\nq1,e1,1\n")
+    with pytest.raises(InputError, match="identical duplicate rows"):
+        ResponseMatrix.read(path)
+
+
+def test_facet_changing_within_examinee(tmp_path):
+    path = write(tmp_path, "item,examinee,response,llm\nq1,e1,1,small\nq2,e1,0,big\n")
+    with pytest.raises(InputError, match=r"row 2, column 'llm'.*changes within examinee 'e1'"):
+        ResponseMatrix.read(path)
+
+
+def test_empty_file_and_header_only(tmp_path):
+    with pytest.raises(InputError, match="empty"):
+        ResponseMatrix.read(write(tmp_path, ""))
+    with pytest.raises(InputError, match="no rows"):
+        ResponseMatrix.read(write(tmp_path, "item,examinee,response\n", "h.csv"))
+
+
+def test_blank_ids_are_rejected(tmp_path):
+    with pytest.raises(InputError, match=r"row 2, column 'examinee'"):
+        ResponseMatrix.read(write(tmp_path, "item,examinee,response\nq1,e1,1\nq2,,1\n"))
+
+
+def test_unknown_extension(tmp_path):
+    with pytest.raises(InputError, match="unknown response file type"):
+        ResponseMatrix.read(write(tmp_path, "x", "r.xlsx"))
+
+
+def test_constant_items_and_examinees_are_reported(tmp_path):
+    text = "item,examinee,response\n" + "\n".join(
+        f"{item},{ex},{value}" for item, ex, value in [
+            ("easy", "e1", 1), ("easy", "e2", 1), ("easy", "e3", 1),
+            ("hard", "e1", 0), ("hard", "e2", 0), ("hard", "e3", 0),
+            ("mid", "e1", 1), ("mid", "e2", 0), ("mid", "e3", 1)]) + "\n"
+    rm = ResponseMatrix.read(write(tmp_path, text))
+    assert rm.constant_items()["all_correct"] == ["easy"]
+    assert rm.constant_items()["all_wrong"] == ["hard"]
+    assert rm.constant_examinees()["all_wrong"] == []
+    assert rm.constant_examinees()["all_correct"] == []
+    warnings = " ".join(rm.warnings())
+    assert "easy" in warnings and "hard" in warnings and "carry no information" in warnings
+
+
+@pytest.mark.parametrize("name", ["r.csv", "r.csv.gz", "r.parquet", "r.jsonl", "r.tsv"])
+def test_round_trip(tmp_path, name):
+    rm = ResponseMatrix.read(write(tmp_path, GOOD, "in.csv"))
+    rm = rm.with_item_meta(pd.DataFrame({"question": ["a?", "b?", "c?"]}, index=["q1", "q2", "q10"]))
+    path = rm.save(tmp_path / name)
+    back = ResponseMatrix.read(path)
+    np.testing.assert_array_equal(back.values, rm.values)
+    assert back.items == rm.items and back.examinees == rm.examinees
+    pd.testing.assert_frame_equal(back.examinee_facets, rm.examinee_facets)
+    assert back.item_meta.loc["q10", "question"] == "c?"
+
+
+def test_from_wide_and_to_wide():
+    wide = pd.DataFrame([[1, 0, np.nan], [0, 1, 1]], index=["m1", "m2"], columns=["i1", "i2", "i3"])
+    rm = ResponseMatrix.from_wide(wide, facets={"llm": ["a", "b"]})
+    assert rm.values.shape == (3, 2)
+    assert rm.values[1, 1] == 1 and np.isnan(rm.values[2, 0])
+    assert rm.examinee_facets.loc["m2", "llm"] == "b"
+    pd.testing.assert_frame_equal(rm.to_wide(), wide.rename_axis(index="examinee", columns="item"), check_dtype=False)
+    with pytest.raises(InputError, match="not 0 or 1"):
+        ResponseMatrix.from_wide(np.array([[0, 2]]))
+
+
+def test_subset_follows_ids_not_positions():
+    values = np.arange(12, dtype=float).reshape(4, 3) % 2
+    rm = ResponseMatrix(values=values, items=("a", "b", "c", "d"), examinees=("x", "y", "z"))
+    sub = rm.subset(items=["d", "b"], examinees=["z", "x"])
+    assert sub.items == ("d", "b")
+    np.testing.assert_array_equal(sub.values, values[[3, 1]][:, [2, 0]])
+    with pytest.raises(InputError, match="unknown item"):
+        rm.subset(items=["nope"])

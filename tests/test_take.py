@@ -1,0 +1,174 @@
+"""The pipeline grid end to end with a fake LLM: outputs, dedup, resume after a crash."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from irtexam.llm.base import ContinuationScore
+from irtexam.pipelines import load_spec, take_exam
+from irtexam.responses import ResponseMatrix
+
+DATA = Path(__file__).parent / "data"
+
+
+class OpenBookFakeLLM:
+    """Fake LLM for unit tests: a candidate scores high when its text appears in the prompt.
+
+    log-likelihood = -2 per word + 10 x (share of the candidate's words found in the context,
+    the prompt before its first "Question:"); so it answers well exactly when retrieval
+    put the right passage in the prompt.
+    Raises after ``fail_after`` score() calls to simulate a crash.
+    """
+
+    def __init__(self, name="fake", fail_after=None):
+        self.name = name
+        self.fail_after = fail_after
+        self.calls = 0
+        self.scored: list[tuple[str, tuple[str, ...]]] = []
+
+    def score(self, requests):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise RuntimeError("simulated crash")
+        self.calls += 1
+        out = []
+        for r in requests:
+            self.scored.append((r.prompt, r.continuations))
+            context = set(re.findall(r"\w+%?", r.prompt.split("Question:")[0].lower()))
+            row = []
+            for c in r.continuations:
+                words = re.findall(r"\w+%?", c.lower())
+                share = sum(w in context for w in words) / max(len(words), 1)
+                lp = -2.0 * len(words) + 10.0 * share
+                row.append(ContinuationScore(lp, len(words), len(c)))
+            out.append(row)
+        return out
+
+    def generate(self, prompts, params=None):
+        return [f"gen{len(p)}" for p in prompts]
+
+
+def _spec(tmp_path, extra=""):
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"exam: {DATA / 'retrieval_exam.jsonl'}\ncorpus: {DATA / 'retrieval_corpus.jsonl'}\n"
+                    "llms: [fake-a, fake-b]\nretrievers: [closed-book, bm25, oracle]\nicl: [0, 1]\ntop_k: 2\n"
+                    "batch_items: 2\n" + extra)
+    return load_spec(path)
+
+
+def test_take_writes_all_artifacts(tmp_path):
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    res = take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    assert res.scored_pairs == 2 * 3 * 2 * 8 and res.resumed_pairs == 0
+    rm = ResponseMatrix.read(out / "responses.csv")
+    assert rm.values.shape == (8, 12) and not pd.isna(rm.values).any()
+    assert "fake-a|bm25|icl1" in rm.examinees
+    assert set(rm.examinee_facets.columns) >= {"llm", "retriever", "icl"}
+    assert rm.examinee_facets.loc["fake-b|oracle|icl0", "retriever"] == "oracle"
+    answers = pd.read_parquet(out / "answers.parquet")
+    assert len(answers) == 96 and len(answers.iloc[0]["logprob_sum"]) == 4
+    oracle = answers[answers.retriever == "oracle"]
+    assert (oracle.n_passages == 1).all() and oracle.oracle_in_context.all()
+    closed = answers[(answers.retriever == "closed-book") & (answers.icl_k == 0)]
+    assert (closed.n_passages == 0).all()
+    assert oracle.correct.mean() >= 0.75 > closed.correct.mean()
+    acc = pd.read_csv(out / "accuracy.csv")
+    assert list(acc.columns) == ["llm", "retriever", "ICL@0", "ICL@1", "best", "n_items"]
+    row = acc[(acc.llm == "fake-a") & (acc.retriever == "oracle")].iloc[0]
+    oracle_a = answers[(answers.llm == "fake-a") & (answers.retriever == "oracle")]
+    assert row["ICL@0"] == pytest.approx(oracle_a[oracle_a.icl_k == 0].correct.mean())
+    assert row["best"] == max(row["ICL@0"], row["ICL@1"])
+    recall = pd.read_csv(out / "retrieval_recall.csv").set_index("retriever")
+    assert recall.loc["oracle", "recall"] == 1.0 and recall.loc["bm25", "recall"] >= 0.75
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["prompt_template"]["sha256"] == spec.prompt.sha256 and prov["spec"]["sha256"] == spec.sha256
+    assert prov["counts"]["scored_now"] == 96 and set(prov["models"]) == {"fake-a", "fake-b"}
+    # the demonstrations of ICL@1 never include the test item
+    icl1 = answers[answers.icl_k == 1]
+    assert all(item not in demos for item, demos in zip(icl1["item"], icl1["demo_ids"]))
+
+
+def test_dedup_shares_identical_prompts_across_pipelines(tmp_path):
+    # two closed-book levels under different names build identical prompts: scored once
+    spec = _spec(tmp_path, "")
+    spec.retrievers = [{"name": "closed-book", "kind": "closed-book"}, {"name": "none2", "kind": "closed-book"}]
+    spec.llms = [{"name": "fake"}]
+    llm = OpenBookFakeLLM()
+    res = take_exam(spec, tmp_path / "d", llm_factory=lambda e: llm, progress=False)
+    assert res.dedup.requested == 32 and res.dedup.unique == 16 and len(llm.scored) == 16
+    spec.dedup = False
+    llm2 = OpenBookFakeLLM()
+    take_exam(spec, tmp_path / "nd", llm_factory=lambda e: llm2, progress=False)
+    assert len(llm2.scored) == 32
+    a = pd.read_parquet(tmp_path / "d" / "answers.parquet")
+    b = pd.read_parquet(tmp_path / "nd" / "answers.parquet")
+    assert (a.chosen.values == b.chosen.values).all()
+
+
+def test_resume_after_crash_rescoring_nothing_finished(tmp_path):
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    crashing = OpenBookFakeLLM("fake-a", fail_after=2)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        take_exam(spec, out, llm_factory=lambda e: crashing, progress=False)
+    log = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    finished = {(r["pipeline"], r["item"]) for r in log}
+    assert len(finished) == 2 * 2 * 6  # two batches of 2 items x 6 pipelines of fake-a
+    # simulate a line cut short by the crash: it must be ignored and redone, not break the run
+    with open(out / "answers.jsonl", "a") as fh:
+        fh.write('{"pipeline": "fake-a|bm25|ic')
+    second = {}
+
+    def factory(entry):
+        second[entry["name"]] = OpenBookFakeLLM(entry["name"])
+        return second[entry["name"]]
+
+    res = take_exam(spec, out, llm_factory=factory, progress=False)
+    assert res.resumed_pairs == 24 and res.unreadable_lines == 1 and res.scored_pairs == 96 - 24
+    prompts_first_run = {p for p, _ in crashing.scored}
+    rescored = [p for p, _ in second["fake-a"].scored if p in prompts_first_run]
+    assert rescored == []
+    rm = ResponseMatrix.read(out / "responses.csv")
+    assert rm.values.shape == (8, 12) and not pd.isna(rm.values).any()
+    # a third run finds everything done and loads no model
+    third = take_exam(spec, out, llm_factory=lambda e: pytest.fail("model loaded"), progress=False)
+    assert third.scored_pairs == 0 and third.resumed_pairs == 96
+
+
+def test_changed_template_invalidates_log(tmp_path):
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    from irtexam.pipelines import PromptTemplate
+
+    spec.prompt = PromptTemplate(continuation=" {letter}")
+    res = take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    assert res.stale_records == 96 and res.scored_pairs == 96
+
+
+def test_generate_keeps_free_form_answers(tmp_path):
+    spec = _spec(tmp_path, "generate: {max_new_tokens: 8}\n")
+    spec.llms = [{"name": "fake"}]
+    take_exam(spec, tmp_path / "g", llm_factory=lambda e: OpenBookFakeLLM(), progress=False)
+    answers = pd.read_parquet(tmp_path / "g" / "answers.parquet")
+    assert answers["generated"].str.startswith("gen").all()
+
+
+def test_take_cli(tmp_path, monkeypatch, capsys):
+    from irtexam.cli import main
+    from irtexam.pipelines import take as take_module
+
+    monkeypatch.setattr(take_module, "default_llm_factory", lambda e: OpenBookFakeLLM(e["name"]))
+    spec = _spec(tmp_path)
+    assert main(["take", str(spec.source), "--out", str(tmp_path / "cli"), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "ICL@0" in text and "recall" in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("exam: x.jsonl\n")
+    assert main(["take", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert "key 'llms': is required" in capsys.readouterr().err
