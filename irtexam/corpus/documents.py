@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import InputError
+from ..jsonl import iter_json_lines
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm")
 
@@ -117,41 +118,26 @@ def html_to_text(html: str, skip_classes: Iterable[str] = ("navheader", "navfoot
     return text, title
 
 
-def _open_text(path: Path) -> Any:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def load_jsonl(path: str | Path) -> list[Document]:
     """Read documents from JSONL (optionally gzipped): ``doc_id``, ``text``, optional ``title``, ``source``."""
     path = Path(path)
     docs: list[Document] = []
     seen: dict[str, int] = {}
-    with _open_text(path) as handle:
-        for row, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=str(path), row=row) from None
-            if not isinstance(rec, dict):
-                raise InputError("each line must be a JSON object", path=str(path), row=row)
-            for name in ("doc_id", "text"):
-                if name not in rec or rec[name] is None:
-                    raise InputError("a corpus record needs 'doc_id' and 'text'", path=str(path), row=row,
-                                     column=name)
-            if not isinstance(rec["text"], str):
-                raise InputError("text must be a string", path=str(path), row=row, column="text")
-            doc_id = str(rec["doc_id"])
-            if doc_id in seen:
-                raise InputError(f"duplicate doc_id {doc_id!r} (first on row {seen[doc_id]})", path=str(path),
-                                 row=row, column="doc_id")
-            seen[doc_id] = row
-            meta = {k: v for k, v in rec.items() if k not in {"doc_id", "text", "title", "source", "meta"}}
-            meta.update(rec.get("meta") or {})
-            docs.append(Document(doc_id, rec["text"], rec.get("title"), rec.get("source"), meta))
+    for row, rec in iter_json_lines(path):
+        for name in ("doc_id", "text"):
+            if name not in rec or rec[name] is None:
+                raise InputError("a corpus record needs 'doc_id' and 'text'", path=str(path), row=row,
+                                 column=name)
+        if not isinstance(rec["text"], str):
+            raise InputError("text must be a string", path=str(path), row=row, column="text")
+        doc_id = str(rec["doc_id"])
+        if doc_id in seen:
+            raise InputError(f"duplicate doc_id {doc_id!r} (first on row {seen[doc_id]})", path=str(path),
+                             row=row, column="doc_id")
+        seen[doc_id] = row
+        meta = {k: v for k, v in rec.items() if k not in {"doc_id", "text", "title", "source", "meta"}}
+        meta.update(rec.get("meta") or {})
+        docs.append(Document(doc_id, rec["text"], rec.get("title"), rec.get("source"), meta))
     if not docs:
         raise InputError("the corpus file holds no documents", path=str(path))
     return docs

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import InputError
+from ..jsonl import iter_json_lines
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -49,7 +50,7 @@ class ExamItem:
 def _item_from_record(record: dict[str, Any], path: str, row: int) -> ExamItem:
     for name in ("id", "question", "choices", "answer"):
         if name not in record:
-            raise InputError(f"missing required field; an exam item needs id, question, choices, answer",
+            raise InputError("missing required field; an exam item needs id, question, choices, answer",
                              path=path, row=row, column=name)
     choices = record["choices"]
     if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
@@ -75,22 +76,13 @@ def read_exam(path: str | Path) -> list[ExamItem]:
     path = str(path)
     items: list[ExamItem] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for row, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=path, row=row) from None
-            if not isinstance(record, dict):
-                raise InputError("each line must be a JSON object", path=path, row=row)
-            item = _item_from_record(record, path, row)
-            if item.id in seen:
-                raise InputError(f"duplicate item id {item.id!r} (first on row {seen[item.id]})",
-                                 path=path, row=row, column="id")
-            seen[item.id] = row
-            items.append(item)
+    for row, record in iter_json_lines(path):
+        item = _item_from_record(record, path, row)
+        if item.id in seen:
+            raise InputError(f"duplicate item id {item.id!r} (first on row {seen[item.id]})",
+                             path=path, row=row, column="id")
+        seen[item.id] = row
+        items.append(item)
     if not items:
         raise InputError("the exam file holds no items", path=path)
     return items

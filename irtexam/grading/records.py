@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..errors import InputError
+
+from ..jsonl import iter_json_lines
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -19,19 +20,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """Iterate over the JSON objects of a JSONL file (blank lines skipped); rows are 1-based."""
-    path = str(path)
-    with open(path, encoding="utf-8") as handle:
-        for row, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg}); fix or remove the line", path=path, row=row) from None
-            if not isinstance(record, dict):
-                raise InputError("each line must be a JSON object", path=path, row=row)
-            record.setdefault("_row", row)
-            yield record
+    for row, record in iter_json_lines(path):
+        record.setdefault("_row", row)
+        yield record
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> None:

@@ -6,7 +6,6 @@ InferenceData with the same variable names and dims; MAP is one draw.
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from dataclasses import dataclass, field, replace

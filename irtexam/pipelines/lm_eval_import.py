@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import InputError, IrtexamError
+from ..jsonl import iter_json_lines
 
 _RESULTS = re.compile(r"^results_(?P<date>.+)\.json$")
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
@@ -173,23 +174,16 @@ def import_lm_eval(paths: Iterable[str | Path], *, metric: str = "acc", filter_n
         for sample_path in samples:
             task = _SAMPLES.match(sample_path.name)["task"]
             report.samples_files += 1
-            with open(sample_path, encoding="utf-8") as handle:
-                for row, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        sample = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise InputError(f"not valid JSON ({exc.msg})", path=str(sample_path), row=row) from None
-                    if sample.get("filter", "none") != filter_name:
-                        report.other_filter_rows += 1
-                        continue
-                    if "doc_id" not in sample:
-                        raise InputError("sample without doc_id", path=str(sample_path), row=row, column="doc_id")
-                    rows.append({"item": f"{task}/{sample['doc_id']}", "examinee": examinee,
-                                 "response": _response(sample, metric, sample_path, row), "llm": label,
-                                 "icl": f"icl{k}", "item_task": task})
-                    report.rows += 1
+            for row, sample in iter_json_lines(sample_path):
+                if sample.get("filter", "none") != filter_name:
+                    report.other_filter_rows += 1
+                    continue
+                if "doc_id" not in sample:
+                    raise InputError("sample without doc_id", path=str(sample_path), row=row, column="doc_id")
+                rows.append({"item": f"{task}/{sample['doc_id']}", "examinee": examinee,
+                             "response": _response(sample, metric, sample_path, row), "llm": label,
+                             "icl": f"icl{k}", "item_task": task})
+                report.rows += 1
     if not rows:
         raise IrtexamError(f"no samples with filter {filter_name!r} were found; pick one with --filter")
     frame = pd.DataFrame(rows)

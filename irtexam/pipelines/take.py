@@ -31,9 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import IrtexamError
 from ..exam.schema import ExamItem, read_exam
-from ..grading.multiple_choice import DedupStats, choose, normalised, score_deduplicated
+from ..grading.multiple_choice import DedupStats, choose, score_deduplicated
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
 from ..retrieval.evaluation import recall_at_k

@@ -7,14 +7,13 @@ a ``name`` that becomes the level of the ``retriever`` facet of the pipeline gri
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 from ..errors import InputError
+from ..jsonl import iter_json_lines
 
 
 @dataclass(frozen=True)
@@ -89,19 +88,7 @@ def load_passages(path: str | Path) -> list[Passage]:
     Raises :class:`InputError` naming the line for invalid JSON or missing fields.
     """
     path = str(path)
-    records: list[dict] = []
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for row, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=path, row=row) from None
-            if not isinstance(rec, dict):
-                raise InputError("each line must be a JSON object", path=path, row=row)
-            records.append(rec)
+    records: list[dict] = [rec for _, rec in iter_json_lines(path)]
     if not records:
         raise InputError("the corpus file holds no passages; point 'corpus' at a chunked JSONL file", path=path)
     if all("id" not in r and "chunk_id" not in r and "doc_id" in r for r in records):
