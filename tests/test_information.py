@@ -113,3 +113,35 @@ def test_analytics_import_without_torch_or_transformers():
             "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_graded_information_equals_autodiff_fisher_information():
+    """GRM information equals E[-d2/dtheta2 log P(X | theta)] computed by autodiff."""
+    import jax
+    import jax.numpy as jnp
+
+    from irtexam.analysis.information import graded_item_information
+    from irtexam.irt.likelihood import graded_category_logprobs
+
+    a = np.array([0.7, 1.8])
+    thresholds = np.array([[-1.0, 0.2, 1.5], [-0.3, 0.1, 0.9]])
+    theta = np.linspace(-3, 3, 7)
+    info = graded_item_information(theta, a, thresholds)
+    assert info.shape == (7, 2)
+    for t_index, t in enumerate(theta):
+        for i in range(2):
+            def logp(th):
+                return graded_category_logprobs(th[None], jnp.asarray(a[i])[None, None],
+                                                jnp.asarray(thresholds[i])[None])[0, 0]
+            probs = np.exp(np.asarray(logp(jnp.asarray(t))))
+            hessians = np.asarray(jax.hessian(lambda th: logp(th))(jnp.asarray(t)))
+            fisher = -(probs * hessians).sum()
+            assert info[t_index, i] == pytest.approx(fisher, rel=1e-3)
+
+
+def test_graded_information_with_two_categories_is_the_2pl():
+    from irtexam.analysis.information import graded_item_information, item_information
+
+    theta = np.linspace(-2, 2, 5)
+    np.testing.assert_allclose(graded_item_information(theta, np.array([1.3]), np.array([[0.4]])),
+                               item_information(theta, np.array([1.3]), np.array([0.4])), rtol=1e-9)

@@ -10,12 +10,13 @@ Imports jax, numpy, scipy, pandas only (never torch or transformers).
 
 from .categories import BLOOM_KEYWORDS, BLOOM_LEVELS, add_categories, bloom_levels, categorize, question_word
 from .diagnostics import diagnose
-from .information import (category_information, exam_information, information_band, item_information,
+from .information import (category_information, exam_information, graded_item_information, information_band,
+                          item_information,
                           mean_information, standard_error, theta_grid)
 from .pruning import PruneResult, prune
 
 __all__ = [
     "BLOOM_KEYWORDS", "BLOOM_LEVELS", "add_categories", "bloom_levels", "categorize", "question_word",
-    "diagnose", "category_information", "exam_information", "information_band", "item_information",
+    "diagnose", "category_information", "exam_information", "graded_item_information", "information_band", "item_information",
     "mean_information", "standard_error", "theta_grid", "PruneResult", "prune",
 ]

@@ -94,6 +94,34 @@ def item_information(theta, a, b, c=None):
     return a ** 2 * s ** 2 * (1.0 - c) * (1.0 - s) / xp.maximum(p, 1e-30)
 
 
+def graded_item_information(theta, a, thresholds):
+    """Fisher information of Samejima graded-response items on the outer grid theta x items.
+
+    With cumulative curves P*_k(theta) = sigmoid(a (theta - b_k)), k = 1..K
+    (P*_0 = 1, P*_{K+1} = 0), category probabilities P_k = P*_k - P*_{k+1} and
+    derivatives dP*_k/dtheta = a P*_k (1 - P*_k):
+
+        I(theta) = sum_{k=0..K} (dP_k/dtheta)^2 / P_k
+                 = a^2 sum_k (P*_k (1 - P*_k) - P*_{k+1} (1 - P*_{k+1}))^2 / P_k.
+
+    ``thresholds`` has shape (items, K) (increasing); output theta.shape + (items,).
+    With K = 1 this is the 2PL information a^2 P (1 - P).
+    """
+    xp = _xp(theta, a, thresholds)
+    theta = xp.asarray(theta) * 1.0
+    a = xp.asarray(a) * 1.0
+    thresholds = xp.asarray(thresholds) * 1.0
+    th = theta.reshape(theta.shape + (1, 1))
+    star = _sigmoid(xp, a[:, None] * (th - thresholds))                      # (T..., I, K)
+    ones = xp.ones(star.shape[:-1] + (1,))
+    zeros = xp.zeros(star.shape[:-1] + (1,))
+    upper = xp.concatenate([ones, star], axis=-1)                              # P*_k, k = 0..K
+    lower = xp.concatenate([star, zeros], axis=-1)                             # P*_{k+1}
+    prob = xp.maximum(upper - lower, 1e-30)
+    slope = upper * (1.0 - upper) - lower * (1.0 - lower)
+    return (a ** 2) * (slope ** 2 / prob).sum(axis=-1)
+
+
 def exam_information(theta, a, b, c=None, items: np.ndarray | Sequence[int] | None = None,
                      reduce: str = "mean"):
     """Exam information over a subset R of items: sum_i I_i(theta) or (eq. 4) its mean.

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     t = _stage("2/6 generate questions")
     raw_exam = out / "exam.raw.jsonl"
     generate = ["generate", args.corpus, "--llm", args.generator, "--out", str(raw_exam),
-                "--max-chunks", str(args.chunks), "--seed", str(args.seed), *threads]
+                "--max-chunks", str(args.chunks), "--seed", str(args.seed), "--max-new-tokens", "280", *threads]
     if args.generator_model:
         generate += ["--model", args.generator_model]
     if args.api_key_env:

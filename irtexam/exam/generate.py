@@ -210,6 +210,7 @@ def generate_exam(chunks: Sequence[Chunk], llm: LLM, config: GenerationConfig = 
     report.baselines = bias_baselines(items) if items else {}
     if raw_path is not None:
         raw_path = Path(raw_path)
+        raw_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = raw_path.with_name(raw_path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for rec in raw_records:
