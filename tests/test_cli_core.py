@@ -1,0 +1,85 @@
+"""The `fit` and `simulate` commands: files written, one-line errors with a non-zero exit, demo help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from irtexam.cli import main
+
+
+def test_simulate_then_fit_writes_the_documented_files(tmp_path, capsys):
+    responses = tmp_path / "r.csv"
+    assert main(["simulate", "--items", "60", "--facets", "llm=3,retriever=2,icl=2", "--seed", "3",
+                 "--out", str(responses)]) == 0
+    truth = json.loads((tmp_path / "r.csv.truth.json").read_text())
+    assert len(truth["theta_llm"]) == 3
+    out = tmp_path / "fit"
+    assert main(["fit", str(responses), "--model", "2pl", "--facets", "llm,retriever,icl", "--heldout", "0.1",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2PL fit by MAP: 60 items x 12 examinees" in printed and "held-out log-likelihood" in printed
+    items = pd.read_csv(out / "items.csv")
+    assert list(items.columns[:7]) == ["item", "a", "a_sd", "a_low", "a_high", "b", "b_sd"]
+    assert {"c", "c_sd"} <= set(items.columns)
+    examinees = pd.read_csv(out / "examinees.csv")
+    assert list(examinees.columns[:5]) == ["examinee", "theta", "theta_sd", "theta_low", "theta_high"]
+    facets = pd.read_csv(out / "facets.csv")
+    assert list(facets.columns[:6]) == ["facet", "level", "theta", "theta_sd", "theta_low", "theta_high"]
+    assert set(facets["facet"]) == {"llm", "retriever", "icl"}
+    assert (out / "fit.nc").exists() and (out / "meta.json").exists()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["spec"]["kind"] == "2pl" and meta["fit_stats"]["heldout_cells"] > 0
+
+
+def test_fixed_guessing_flag(tmp_path):
+    responses = tmp_path / "r.csv"
+    main(["simulate", "--items", "40", "--examinees", "60", "--out", str(responses)])
+    main(["fit", str(responses), "--model", "3pl", "--guessing", "0.25", "--out", str(tmp_path / "fit")])
+    items = pd.read_csv(tmp_path / "fit" / "items.csv")
+    assert (items["c"] == 0.25).all()
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("item,examinee,score\nq1,e1,1\n", "column 'response'"),
+    ("item,examinee,response\nq1,e1,1\nq1,e1,0\n", "row 2"),
+    ("item,examinee,response\nq1,e1,7\n", "row 1, column 'response'"),
+])
+def test_bad_input_exits_non_zero_with_one_clear_line(tmp_path, content, expected):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    run = subprocess.run([sys.executable, "-m", "irtexam.cli", "fit", str(path), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert lines[0].startswith("irtexam fit: error: ") and "bad.csv" in lines[0] and expected in lines[0]
+
+
+def test_unknown_facet_and_missing_file(tmp_path, capsys):
+    responses = tmp_path / "r.csv"
+    main(["simulate", "--items", "10", "--examinees", "5", "--out", str(responses)])
+    assert main(["fit", str(responses), "--facets", "llm", "--out", str(tmp_path / "o")]) == 2
+    assert "facet(s) ['llm'] not found" in capsys.readouterr().err
+    assert main(["fit", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
+def test_demo_help_explains_own_corpus_and_served_model():
+    run = subprocess.run([sys.executable, "-m", "irtexam.cli", "demo", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0
+    assert "--corpus" in run.stdout and "http://localhost:8000/v1" in run.stdout and "--api-key-env" in run.stdout
+
+
+def test_statistics_core_does_not_import_torch():
+    code = ("import sys, irtexam; from irtexam.irt import fit, simulate; from irtexam.cli import build_parser; "
+            "build_parser(); r, _ = simulate(20, 10); fit(r, model='2pl'); "
+            "bad = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
