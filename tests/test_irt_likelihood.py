@@ -96,3 +96,22 @@ def test_numpyro_potential_equals_pure_log_posterior(kind, facets, guessing, res
     y, mask = jnp.asarray(design.y), jnp.asarray(design.mask)
     energy = potential_energy(mdl.numpyro_model, (spec, design, y, mask), {}, params)
     assert float(energy) == pytest.approx(float(-mdl.log_posterior(params, spec, design, y, mask)), rel=1e-5)
+
+
+@pytest.mark.parametrize("kind,facets,residual", [("3pl", (), False), ("grm", (), False),
+                                                  ("2pl", ("llm", "retriever"), True)])
+def test_analytic_prior_precision_equals_autodiff(kind, facets, residual):
+    from irtexam.irt.laplace import prior_precision
+
+    if facets:
+        responses, _ = simulate(10, None, model=kind, facets={"llm": 3, "retriever": 2}, seed=1)
+    else:
+        responses, _ = simulate(10, 6, model=kind, seed=1)
+    spec = mdl.ModelSpec(kind, facets=facets, residual=residual)
+    design = mdl.build_design(responses, spec)
+    params = {k: jnp.asarray(v) + 0.4 for k, v in mdl.initial_params(spec, design).items()}
+    ones = {k: jnp.ones_like(v) for k, v in params.items()}
+    _, diag = jax.jvp(jax.grad(lambda tree: -mdl.log_prior(tree, spec)), (params,), (ones,))
+    analytic = prior_precision(params, spec)
+    for key in params:
+        np.testing.assert_allclose(analytic[key], np.asarray(diag[key]), rtol=1e-4)

@@ -41,9 +41,19 @@ def log_prob_correct_and_wrong(theta: Array, a: Array, b: Array, c: Array | floa
 
 
 def bernoulli_loglik_cells(y: Array, theta: Array, a: Array, b: Array, c: Array | float = 0.0) -> Array:
-    """Per-cell log-likelihood y log P + (1 - y) log(1 - P) (no masking)."""
-    log_p, log_q = log_prob_correct_and_wrong(theta, a, b, c)
-    return y * log_p + (1.0 - y) * log_q
+    """Per-cell log-likelihood y log P + (1 - y) log(1 - P) for 0/1 ``y`` (no masking).
+
+    Written for speed on large matrices (this is the inner loop of every fit):
+    2PL: y z - softplus(z); 3PL: log P = log(c + (1 - c) sigmoid(z)) and
+    log(1 - P) = log((1 - c) sigmoid(-z)), picking one per cell (2 exp + 1 log),
+    with probabilities floored at 1e-30 so that no branch is infinite.
+    """
+    z = a * (theta - b)
+    if isinstance(c, (int, float)) and c == 0.0:
+        return y * z - jax.nn.softplus(z)
+    correct = c + (1.0 - c) * jax.nn.sigmoid(z)
+    wrong = (1.0 - c) * jax.nn.sigmoid(-z)
+    return jnp.log(jnp.maximum(jnp.where(y > 0.5, correct, wrong), 1e-30))
 
 
 def bernoulli_loglik(y: Array, mask: Array, theta: Array, a: Array, b: Array, c: Array | float = 0.0) -> Array:
