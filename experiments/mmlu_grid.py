@@ -8,7 +8,7 @@ with `irtexam take`. Outputs go to data/responses/ (exam.jsonl, pool.jsonl, grid
 responses.csv.gz, answers.parquet, accuracy.csv, provenance.json). Resumable: re-run
 the same command after an interruption.
 
-    .venv/bin/python experiments/mmlu_grid.py [--items 150] [--threads 2]
+    .venv/bin/python experiments/mmlu_grid.py [--items 150] [--threads 1] [--llms smollm2-135m,...]
 
 Needs `scripts/setup.sh --all-models` (Gemma and Qwen-1.5B).
 """
@@ -68,7 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--llms", default=",".join(LLMS), help="comma-separated packaged LLMs (default: all four)")
     parser.add_argument("--work", default=str(ROOT / "runs" / "mmlu_grid"), help="take's working folder")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -76,7 +77,7 @@ def main() -> None:
     write_exam(exam, OUT / "exam.jsonl")
     write_exam(pool, OUT / "pool.jsonl")
     spec = {"name": "mmlu-packaged-llms", "exam": str(OUT / "exam.jsonl"), "icl_pool": str(OUT / "pool.jsonl"),
-            "llms": LLMS, "retrievers": ["closed-book"], "icl": [0, 1, 2], "top_k": 1, "seed": args.seed,
+            "llms": [name for name in args.llms.split(",") if name], "retrievers": ["closed-book"], "icl": [0, 1, 2], "top_k": 1, "seed": args.seed,
             "normalisation": "token"}
     (OUT / "grid.json").write_text(json.dumps(spec, indent=2))
     from irtexam.cli import main as cli
