@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """3PL fitting benchmark: irtexam MAP against mirt, girth and py-irt on the same simulated data.
 
-    /work/main/.venv/bin/python benchmarks/irt_fit.py --peers-python /tmp/peers-venv/bin/python
+    .venv/bin/python benchmarks/irt_fit.py --peers-python /tmp/peers-venv/bin/python
 
 For each size (items x examinees; default 300x45, 2000x200, 10000x1000) the main process
 simulates one 3PL response matrix with ``irtexam.simulate`` and saves it as .npy (items x

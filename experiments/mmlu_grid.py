@@ -76,7 +76,7 @@ def main() -> None:
     exam, pool = mmlu_items(args.items, args.items, args.seed)
     write_exam(exam, OUT / "exam.jsonl")
     write_exam(pool, OUT / "pool.jsonl")
-    spec = {"name": "mmlu-packaged-llms", "exam": str(OUT / "exam.jsonl"), "icl_pool": str(OUT / "pool.jsonl"),
+    spec = {"name": "mmlu-packaged-llms", "exam": "exam.jsonl", "icl_pool": "pool.jsonl",  # relative to the spec
             "llms": [name for name in args.llms.split(",") if name], "retrievers": ["closed-book"], "icl": [0, 1, 2], "top_k": 1, "seed": args.seed,
             "normalisation": "token"}
     (OUT / "grid.json").write_text(json.dumps(spec, indent=2))

@@ -87,6 +87,32 @@ class TakeResult:
                 f"{self.oracle_missing}; {self.seconds:.1f} s")
 
 
+def portable_path(path: str | Path | None) -> str | None:
+    """A path as recorded in provenance: relative to the working directory when inside it.
+
+    Artifacts are committed and shared, so they should not carry one machine's
+    absolute paths; the sha256 next to each path identifies the file anyway.
+    """
+    if path is None:
+        return None
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path.name if path.is_absolute() else str(path)
+
+
+def portable_model_dir(path: str | Path) -> str:
+    """A model folder for provenance: cache folders as $IRTEXAM_CACHE/..., others as portable_path."""
+    from ..llm.registry import cache_root
+
+    path = Path(path).resolve()
+    try:
+        return "$IRTEXAM_CACHE/" + str(path.relative_to(cache_root().resolve()))
+    except ValueError:
+        return portable_path(path) or str(path)
+
+
 def file_sha256(path: str | Path) -> str:
     """Hex sha256 of a file's bytes."""
     digest = hashlib.sha256()
@@ -268,7 +294,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
             llm = llm_factory(entry)
             models[label] = {"backend_name": llm.name, "source": entry["name"],
                              "options": {k: v for k, v in entry.items() if k not in ("name", "label")},
-                                     **({"model_dir": str(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
+                                     **({"model_dir": portable_model_dir(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
                                      **({"dtype": llm.dtype_name} if hasattr(llm, "dtype_name") else {})}
             bars = {p.id: tqdm(total=len(items), initial=sum((p.id, it.id) in done for it in items),
                                desc=p.id, position=i, leave=True, disable=not progress, dynamic_ncols=True)
@@ -353,10 +379,10 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
         ResponseMatrix.from_long(long).save(out / "responses.csv")
         accuracy_table(answers).to_csv(out / "accuracy.csv", index=False)
     provenance = {
-        "spec": {"path": spec.source, "sha256": spec.sha256, "content": spec.raw},
-        "exam": {"path": str(spec.exam), "sha256": hashes["exam"], "n_items": len(items)},
-        "corpus": {"path": str(spec.corpus) if spec.corpus else None, "fingerprint": hashes["corpus"]},
-        "icl_pool": str(spec.icl_pool) if spec.icl_pool else "exam (leave-one-out)",
+        "spec": {"path": portable_path(spec.source), "sha256": spec.sha256, "content": spec.raw},
+        "exam": {"path": portable_path(spec.exam), "sha256": hashes["exam"], "n_items": len(items)},
+        "corpus": {"path": portable_path(spec.corpus), "fingerprint": hashes["corpus"]},
+        "icl_pool": portable_path(spec.icl_pool) if spec.icl_pool else "exam (leave-one-out)",
         "config_hash": hashes["config"],
         "prompt_template": {"sha256": spec.prompt.sha256, **spec.prompt.__dict__},
         "seed": spec.seed, "top_k": spec.top_k, "normalisation": spec.normalisation, "dedup": spec.dedup,
