@@ -83,3 +83,17 @@ def test_statistics_core_does_not_import_torch():
             "print(bad); sys.exit(1 if bad else 0)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_auto_facets_skip_single_level_columns_and_say_so(tmp_path, capsys):
+    rows = ["item,examinee,response,llm,retriever"]
+    for e, llm in (("e1", "small"), ("e2", "big"), ("e3", "small"), ("e4", "big")):
+        for i in range(12):
+            rows.append(f"q{i},{e},{(i + len(e) + (llm == 'big')) % 2},{llm},closed-book")
+    path = tmp_path / "r.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(path), "--model", "1pl", "--facets", "auto", "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "facet 'retriever' has a single level (closed-book)" in printed
+    facets = pd.read_csv(tmp_path / "o" / "facets.csv")
+    assert set(facets["facet"]) == {"llm"}

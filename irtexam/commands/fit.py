@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="3pl", choices=["1pl", "2pl", "3pl", "grm"])
     parser.add_argument("--facets", default=None,
                         help="comma-separated examinee facet columns for the hierarchical model, e.g. "
-                             "llm,retriever,icl; 'auto' uses every facet column in the file")
+                             "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
     parser.add_argument("--method", default="map", choices=["map", "nuts"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guessing", type=float, default=None, metavar="FIXED",
@@ -32,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--target-accept", type=float, default=0.9)
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=run)
+
+
+def auto_facets(responses) -> tuple[list[str], list[str]]:
+    """Facet columns usable in the hierarchical model (>= 2 levels) and those with a single level."""
+    usable = [f for f in responses.facet_names if len(responses.facet_levels(f)) >= 2]
+    return usable, [f for f in responses.facet_names if f not in usable]
 
 
 def format_summary(result) -> str:
@@ -72,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
     facets = args.facets
     if facets == "auto":
-        facets = responses.facet_names or None
+        facets, constant = auto_facets(responses)
+        for facet in constant:
+            print(f"note: facet '{facet}' has a single level ({responses.facet_levels(facet)[0]}); "
+                  f"it is left out of the hierarchical model")
+        facets = facets or None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = fit(responses, model=args.model, facets=facets, method=args.method, seed=args.seed,
