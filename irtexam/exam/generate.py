@@ -4,7 +4,9 @@ For every selected chunk and every k in 0..K-1 the prompt template is filled wit
 task domain and the chunk text; question k=0 is decoded greedily, k>0 sampled at
 ``extra_temperature`` with seed ``seed + k`` (otherwise the K questions would be
 identical). Calls go through :class:`~irtexam.llm.CachedLLM`, so a re-run after a crash
-resumes without repeating finished generations. Raw outputs and their parse outcome
+resumes without repeating finished generations; prompts are sent shortest document
+first, so a batching backend (``TransformersLLM(batch_size=...)``) pads each batch
+little. Raw outputs and their parse outcome
 are written next to the exam (``<out>.raw.jsonl``); every rejection is counted by
 reason in the :class:`GenerationReport`.
 
@@ -154,6 +156,13 @@ def _norm_question(q: str) -> str:
     return re.sub(r"\W+", " ", q.lower()).strip()
 
 
+def generation_params(config: GenerationConfig, k: int) -> GenerationParams:
+    """Decoding settings of question ``k`` of every chunk (greedy for k=0, seeded sampling after)."""
+    return GenerationParams(max_new_tokens=config.max_new_tokens,
+                            temperature=config.temperature if k == 0 else config.extra_temperature,
+                            seed=config.seed + k)
+
+
 def generate_exam(chunks: Sequence[Chunk], llm: LLM, config: GenerationConfig = GenerationConfig(),
                   raw_path: str | Path | None = None) -> tuple[list[ExamItem], GenerationReport]:
     """Generate, parse and shuffle questions for the selected chunks.
@@ -170,10 +179,9 @@ def generate_exam(chunks: Sequence[Chunk], llm: LLM, config: GenerationConfig = 
                               chunks_used=len(selected))
     outputs: list[str] = [""] * len(jobs)
     for k in range(config.questions_per_chunk):
-        idx = [i for i, (_, kk) in enumerate(jobs) if kk == k]
-        params = GenerationParams(max_new_tokens=config.max_new_tokens,
-                                  temperature=config.temperature if k == 0 else config.extra_temperature,
-                                  seed=config.seed + k)
+        # shortest documents first: a batching backend then pads each batch little
+        idx = sorted((i for i, (_, kk) in enumerate(jobs) if kk == k), key=lambda i: len(jobs[i][0].text))
+        params = generation_params(config, k)
         texts = llm.generate([config.prompt(jobs[i][0]) for i in idx], params)
         for i, t in zip(idx, texts):
             outputs[i] = t

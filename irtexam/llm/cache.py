@@ -65,14 +65,17 @@ class CachedLLM:
     """Wrap any :class:`~irtexam.llm.base.LLM`; every call is looked up on disk first.
 
     Misses are sent to the wrapped backend in chunks of ``chunk_size`` prompts (or score
-    requests) and each result is committed as soon as its chunk returns. ``hits`` and
+    requests) and each result is committed as soon as its chunk returns. By default
+    (``chunk_size=None``) generation chunks are the backend's ``batch_size`` (so a
+    batching backend gets whole batches) and scoring chunks are single requests. ``hits`` and
     ``misses`` count calls; ``progress=True`` shows a tqdm bar over the misses.
     """
 
-    def __init__(self, llm: LLM, cache_dir: str | Path, *, chunk_size: int = 1, progress: bool = False) -> None:
+    def __init__(self, llm: LLM, cache_dir: str | Path, *, chunk_size: int | None = None,
+                 progress: bool = False) -> None:
         self.llm = llm
         self.cache = CallCache(Path(cache_dir) / "llm_cache.sqlite")
-        self.chunk_size = max(1, chunk_size)
+        self.chunk_size = None if chunk_size is None else max(1, chunk_size)
         self.progress = progress
         self.hits = 0
         self.misses = 0
@@ -80,13 +83,14 @@ class CachedLLM:
         while isinstance(inner, CachedLLM):
             inner = inner.llm
         self.backend = type(inner).__name__
+        self._batch_size = max(1, int(getattr(inner, "batch_size", 1) or 1))
 
     @property
     def name(self) -> str:
         """The wrapped model's name."""
         return self.llm.name
 
-    def _run(self, keys: list[str], inputs: list[Any], call: Any, desc: str) -> list[Any]:
+    def _run(self, keys: list[str], inputs: list[Any], call: Any, desc: str, chunk: int) -> list[Any]:
         results: list[Any] = [self.cache.get(k) for k in keys]
         todo = [i for i, r in enumerate(results) if r is None]
         self.hits += len(keys) - len(todo)
@@ -95,8 +99,8 @@ class CachedLLM:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(todo), desc=desc, unit="call")
-        for start in range(0, len(todo), self.chunk_size):
-            idx = todo[start:start + self.chunk_size]
+        for start in range(0, len(todo), chunk):
+            idx = todo[start:start + chunk]
             outs = call([inputs[i] for i in idx])
             for i, out in zip(idx, outs):
                 self.cache.put(keys[i], out)
@@ -113,7 +117,8 @@ class CachedLLM:
         extra = asdict(params)
         extra["stop"] = list(params.stop)
         keys = [cache_key(self.backend, self.name, "generate", p, extra) for p in prompts]
-        return self._run(keys, list(prompts), lambda ps: self.llm.generate(ps, params), "generate")
+        return self._run(keys, list(prompts), lambda ps: self.llm.generate(ps, params), "generate",
+                         self.chunk_size or self._batch_size)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[list[ContinuationScore]]:
         """Cached :meth:`LLM.score` (one cache entry per request)."""
@@ -123,6 +128,6 @@ class CachedLLM:
             return [[{"logprob": s.logprob, "n_tokens": s.n_tokens, "n_chars": s.n_chars,
                       "token_logprobs": list(s.token_logprobs)} for s in row] for row in self.llm.score(reqs)]
 
-        raw = self._run(keys, list(requests), call, "score")
+        raw = self._run(keys, list(requests), call, "score", self.chunk_size or 1)
         return [[ContinuationScore(d["logprob"], d["n_tokens"], d["n_chars"], tuple(d["token_logprobs"]))
                  for d in row] for row in raw]

@@ -42,12 +42,13 @@ class TransformersLLM:
 
     ``dtype`` is ``"bfloat16"`` (default; fast on CPUs with AMX/AVX512-bf16) or
     ``"float32"`` (exact to ~1e-4 nats). ``chat`` decides whether ``generate`` wraps the
-    prompt in the tokenizer's chat template (default: when it has one).
+    prompt in the tokenizer's chat template (default: when it has one). ``batch_size``
+    is how many prompts ``generate`` decodes together (see :meth:`generate`).
     """
 
     def __init__(self, model_dir: str | Path, *, name: str | None = None, dtype: str = "bfloat16",
                  device: str = "cpu", chat: bool | None = None, num_threads: int | None = None,
-                 model: Any = None, tokenizer: Any = None) -> None:
+                 model: Any = None, tokenizer: Any = None, batch_size: int = 8) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -66,6 +67,7 @@ class TransformersLLM:
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         self.chat = has_template if chat is None else (chat and has_template)
         self.boundary_fallbacks = 0
+        self.batch_size = max(1, int(batch_size))
         self._decoder = getattr(self.model, self.model.base_model_prefix)
         self._head = self.model.get_output_embeddings()
         self._softcap = getattr(getattr(self.model.config, "get_text_config", lambda: self.model.config)(),
@@ -214,26 +216,84 @@ class TransformersLLM:
                                                   tokenize=False, add_generation_prompt=True)
 
     def generate(self, prompts: Sequence[str], params: GenerationParams = GenerationParams()) -> list[str]:
-        """Complete each prompt (greedy when temperature is 0, else sampled with ``params.seed``)."""
+        """Complete each prompt: greedy when temperature is 0, else sampled with ``params.seed``.
+
+        Prompts are decoded ``batch_size`` at a time (constructor argument, default 8):
+        they are sorted by token length, left-padded with an attention mask, and run
+        through one ``model.generate`` per batch; outputs come back in input order.
+        Single-sequence decoding on CPU is memory-bandwidth bound (every step reads all
+        the weights for one token), so a batch of 8 costs little more per step than one
+        prompt.
+
+        Sampling uses one ``torch.Generator`` per prompt seeded with ``params.seed``, so
+        a prompt's sample does not depend on which other prompts share its batch.
+        Batched and one-by-one decoding run different kernels (padded shapes), so a
+        greedy output can differ from the unbatched one after a near tie between two
+        tokens, mostly in bf16; both are valid greedy decodes of the model.
+        """
+        texts = [self.format_prompt(p) for p in prompts]
+        encoded = [self._encode(t, special=not self.chat) for t in texts]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        outputs = [""] * len(encoded)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            for i, completion in zip(idx, self._generate_batch([encoded[i] for i in idx], params)):
+                outputs[i] = truncate_at_stop(completion, params.stop)
+        return outputs
+
+    def _generate_batch(self, batch: list[list[int]], params: GenerationParams) -> list[str]:
+        """One left-padded ``model.generate`` call over token id lists."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[row, width - len(ids):] = 1
+        kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "pad_token_id": pad,
+                                  "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if params.temperature > 0:
+            kwargs["logits_processor"] = LogitsProcessorList(
+                [_SeededSampler(len(batch), params.seed, params.temperature, params.top_p)])
+        with torch.inference_mode():
+            gen = self.model.generate(input_ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        return [self.tokenizer.decode(gen[row, width:], skip_special_tokens=True) for row in range(len(batch))]
+
+
+class _SeededSampler:
+    """Logits processor that samples each row with its own seeded generator.
+
+    Applies temperature and nucleus (top-p) filtering, draws one token per row from
+    that row's ``torch.Generator`` and returns scores that are -inf except at the drawn
+    token, so greedy selection inside ``model.generate`` picks it.
+    """
+
+    def __init__(self, rows: int, seed: int, temperature: float, top_p: float) -> None:
         import torch
 
-        outputs = []
-        for prompt in prompts:
-            text = self.format_prompt(prompt)
-            ids = self.tokenizer(text, add_special_tokens=not self.chat, return_tensors="pt")["input_ids"]
-            kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens,
-                                      "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id}
-            if params.temperature > 0:
-                torch.manual_seed(params.seed)
-                kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
-            else:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            with torch.inference_mode():
-                gen = self.model.generate(ids.to(self.device), attention_mask=torch.ones_like(ids).to(self.device),
-                                          **kwargs)
-            completion = self.tokenizer.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
-            outputs.append(truncate_at_stop(completion, params.stop))
-        return outputs
+        self.generators = [torch.Generator().manual_seed(seed) for _ in range(rows)]
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, sorted_i = probs.sort(dim=-1, descending=True)
+            drop = sorted_p.cumsum(-1) - sorted_p > self.top_p  # keep the smallest set reaching top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, sorted_i, sorted_p)
+        out = torch.full_like(scores, float("-inf"))
+        for row, gen in enumerate(self.generators):
+            token = torch.multinomial(probs[row].cpu(), 1, generator=gen)
+            out[row, int(token)] = 0.0
+        return out
 
 
 def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
