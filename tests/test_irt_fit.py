@@ -203,7 +203,8 @@ def test_warm_start_reuses_parameters_by_id(fit_3pl, sim_3pl):
     # Restarting from the optimum converges at once.
     again = quiet_fit(responses, model="3pl", init=fit_3pl, se=False, heldout=0.1)
     assert again.fit_stats["optimizer"]["iterations"] <= 3
-    np.testing.assert_allclose(again.items["b"], fit_3pl.items["b"], atol=1e-3)
+    # the solver stops once no parameter moves by 0.01 standard errors: the estimates agree to that
+    assert np.all(np.abs(again.items["b"] - fit_3pl.items["b"]) <= 0.02 * fit_3pl.items["b_sd"])
     # On a subset of items (in another order) the values are picked up by id, and the optimum is the same.
     kept = list(responses.items[::2])[::-1]
     from irtexam.irt.fit import _warm_start

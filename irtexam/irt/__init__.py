@@ -3,11 +3,15 @@
 Imports neither torch nor transformers.
 """
 
-from .fit import FitResult, fit
-from .io import load_fit
-from .likelihood import bernoulli_loglik, graded_category_logprobs, prob_correct
-from .model import ModelSpec
-from .simulate import simulate
+from .compile_cache import enable_compilation_cache
+
+enable_compilation_cache()
+
+from .fit import FitResult, fit  # noqa: E402
+from .io import load_fit  # noqa: E402
+from .likelihood import bernoulli_loglik, graded_category_logprobs, prob_correct  # noqa: E402
+from .model import ModelSpec  # noqa: E402
+from .simulate import simulate  # noqa: E402
 
 __all__ = ["FitResult", "ModelSpec", "bernoulli_loglik", "fit", "graded_category_logprobs", "load_fit",
            "prob_correct", "simulate"]

@@ -26,6 +26,7 @@ Cov(phi) = D^-1); it understates uncertainty and is reported as such.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Mapping
 
 import jax
@@ -142,36 +143,55 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
     return probs
 
 
+@partial(jax.jit, static_argnames=("item_keys", "need_cross"))
+def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Array, mask: jax.Array,
+                          item_keys: tuple[str, ...], need_cross: bool) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    z = a[:, None] * eta[None, :] + d[:, None]
+    s = jax.nn.sigmoid(z)
+    cc = c[:, None]
+    slope = (1.0 - cc) * s * (1.0 - s)
+    p = jnp.clip(cc + (1.0 - cc) * s, 1e-9, 1.0 - 1e-9)
+    w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
+    powers = jnp.stack([jnp.ones_like(eta), eta, eta * eta], axis=1)
+    # J columns: log a -> a slope eta, d -> slope, logit c -> c (1 - c) (1 - s)
+    by_slope = (w * slope * slope) @ powers
+    by_mixed = (w * slope * (1.0 - s)) @ powers[:, :2]
+    by_guess = (w * (1.0 - s) ** 2).sum(axis=1)
+    cu = c * (1.0 - c)
+    entries = {("a", "a"): a * a * by_slope[:, 2], ("a", "d"): a * by_slope[:, 1], ("d", "d"): by_slope[:, 0],
+               ("a", "c"): a * cu * by_mixed[:, 1], ("d", "c"): cu * by_mixed[:, 0], ("c", "c"): cu * cu * by_guess}
+    order = {"a": 0, "d": 1, "c": 2}
+    A = jnp.stack([jnp.stack([entries[(r, q) if order[r] <= order[q] else (q, r)] for q in item_keys], axis=-1)
+                   for r in item_keys], axis=-2)
+    W = (a * a) @ (w * slope * slope)
+    G = None
+    if need_cross:
+        wj = w * slope * a[:, None]  # w dp/deta
+        columns = {"a": slope * a[:, None] * eta[None, :], "d": slope, "c": cu[:, None] * (1.0 - s)}
+        G = jnp.stack([wj * columns[key] for key in item_keys], axis=1)  # (items, k, examinees)
+    return A, W, G
+
+
 def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item_keys: tuple[str, ...],
-                          eta: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          eta: np.ndarray, mask: np.ndarray,
+                          need_cross: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Analytic per-cell Fisher information of binary items, summed into the A, G, W blocks.
 
     With z = a eta + d, s = sigmoid(z), p = c + (1 - c) s and w = 1 / (p (1 - p)):
       dp/dlog a = (1 - c) s (1 - s) a eta,   dp/dd = (1 - c) s (1 - s),
       dp/dlogit c = c (1 - c) (1 - s),       dp/deta = (1 - c) s (1 - s) a;
-    F_im = w J J^T over (item parameters, eta).
+    F_im = w J J^T over (item parameters, eta). Computed in one jit-compiled pass (moment
+    sums as matrix products); G, the (items, k, examinees) cross block, only when
+    ``need_cross``.
     """
-    a = np.exp(np.asarray(params["a"], dtype=np.float64))[:, None] if "a" in params else 1.0
-    d = np.asarray(params["d"], dtype=np.float64)[:, None]
-    c = (1.0 / (1.0 + np.exp(-np.asarray(params["c"], dtype=np.float64))))[:, None] if "c" in params \
-        else spec.fixed_c
-    z = a * eta[None, :] + d
-    s = 1.0 / (1.0 + np.exp(-z))
-    slope = (1.0 - c) * s * (1.0 - s)
-    p = np.clip(c + (1.0 - c) * s, 1e-9, 1 - 1e-9)
-    w = np.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
-    columns = {"a": slope * a * eta[None, :], "d": slope, "c": c * (1.0 - c) * (1.0 - s)}
-    J = [np.broadcast_to(columns[key], z.shape) for key in item_keys]
-    j_eta = slope * a
-    k = len(J)
-    A = np.empty((z.shape[0], k, k))
-    for r in range(k):
-        for q in range(r, k):
-            A[:, r, q] = A[:, q, r] = (w * J[r] * J[q]).sum(axis=1)
-    wj = w * j_eta
-    G = np.stack([wj * J[r] for r in range(k)], axis=1)  # (items, k, examinees)
-    W = (wj * j_eta).sum(axis=0)
-    return A, G, W
+    d = jnp.asarray(params["d"], dtype=jnp.float32)
+    a = jnp.exp(jnp.asarray(params["a"], dtype=jnp.float32)) if "a" in params else jnp.ones_like(d)
+    c = jax.nn.sigmoid(jnp.asarray(params["c"], dtype=jnp.float32)) if "c" in params \
+        else jnp.full_like(d, spec.fixed_c)
+    A, W, G = _binary_fisher_kernel(a, d, c, jnp.asarray(eta, dtype=jnp.float32), jnp.asarray(mask),
+                                    tuple(item_keys), need_cross)
+    return (np.asarray(A, dtype=np.float64), None if G is None else np.asarray(G, dtype=np.float64),
+            np.asarray(W, dtype=np.float64))
 
 
 def _fisher_blocks_autodiff(spec: ModelSpec, item_keys: tuple[str, ...], item_slices: dict[str, slice],
@@ -235,10 +255,15 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
         M = np.asarray(jax.jacfwd(lambda phi: examinee_theta(person_vector_to_params(phi), spec, design))(phi0),
                        dtype=np.float64).reshape(n_examinees, n_person)
 
+    k_total = sum(item_slices[key].stop - item_slices[key].start for key in item_keys)
+    cost = n_items * k_total * float(max(n_examinees, n_person)) ** 2
+    if mode == "auto":
+        mode = "full" if cost <= 2e9 else "blockwise"
     if spec.kind == "grm":
         A, G, W = _fisher_blocks_autodiff(spec, item_keys, item_slices, u, eta, mask, chunk_cells)
     else:
-        A, G, W = _fisher_blocks_binary(params, spec, item_keys, np.asarray(eta, dtype=np.float64), mask)
+        A, G, W = _fisher_blocks_binary(params, spec, item_keys, np.asarray(eta, dtype=np.float64), mask,
+                                        need_cross=mode == "full")
 
     prior_diag = prior_precision(params, spec)
     item_prior = np.concatenate([np.asarray(prior_diag[key]).reshape(n_items, -1) for key in item_keys], axis=1)
@@ -248,9 +273,6 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     D = (M.T * W) @ M + np.diag(person_prior)
 
     A_inv = np.linalg.inv(A)
-    cost = n_items * k * float(max(n_examinees, n_person)) ** 2
-    if mode == "auto":
-        mode = "full" if cost <= 2e9 else "blockwise"
     if mode == "blockwise":
         return LaplaceCovariance(item_keys, item_slices, A_inv, person_keys, person_slices,
                                  np.linalg.inv(D), M, "blockwise")

@@ -65,6 +65,94 @@ def bernoulli_loglik(y: Array, mask: Array, theta: Array, a: Array, b: Array, c:
     return jnp.sum(jnp.where(mask, bernoulli_loglik_cells(y, theta, a, b, c), 0.0))
 
 
+def _binary_cell_terms(right: Array, observed: Array, z: Array, c: Array | None) -> tuple[Array, Array, Array | None]:
+    """Per-cell log-likelihood and its derivatives in z and c (zero on missing cells).
+
+    With e = exp(-|z|), s = sigmoid(z) and 1 - s computed from e without cancellation:
+      2PL (c None):  l = y z - softplus(z),            dl/dz = y - s.
+      3PL, y = 1:    l = log(c + (1 - c) s),           dl/dz = (1 - c) s (1 - s) / p,  dl/dc = (1 - s) / p.
+      3PL, y = 0:    l = log(1 - c) - softplus(z),     dl/dz = -s,                     dl/dc = -1 / (1 - c).
+    ``c`` broadcasts against ``z`` (an (n_items, 1) column); per-item terms are computed once.
+    """
+    e = jnp.exp(-jnp.abs(z))
+    inv = 1.0 / (1.0 + e)
+    positive = z >= 0
+    s = jnp.where(positive, inv, e * inv)
+    s_bar = jnp.where(positive, e * inv, inv)  # 1 - s
+    softplus = jnp.maximum(z, 0.0) + jnp.log1p(e)
+    if c is None:
+        ll = jnp.where(observed, jnp.where(right, z, 0.0) - softplus, 0.0)
+        dz = jnp.where(observed, jnp.where(right, s_bar, -s), 0.0)
+        return ll, dz, None
+    one_minus_c, log_one_minus_c, minus_inv_one_minus_c = 1.0 - c, jnp.log1p(-c), -1.0 / (1.0 - c)
+    p = jnp.maximum(c + one_minus_c * s, 1e-30)
+    s_bar_over_p = s_bar / p
+    ll = jnp.where(observed, jnp.where(right, jnp.log(p), log_one_minus_c - softplus), 0.0)
+    dz = jnp.where(observed, jnp.where(right, one_minus_c * s * s_bar_over_p, -s), 0.0)
+    dc = jnp.where(observed, jnp.where(right, s_bar_over_p, minus_inv_one_minus_c), 0.0)
+    return ll, dz, dc
+
+
+def _binary_sum_and_gradients(y: Array, mask: Array, theta: Array, a: Array, d: Array,
+                              c: Array | None) -> tuple[Array, tuple[Array, ...]]:
+    """Total log-likelihood and its gradients in (theta, a, d, c) from one pass over the cells.
+
+    The per-cell derivative matrix D = dl/dz is contracted by matrix-vector products:
+    dL/dtheta = a^T D, dL/da = D theta, dL/dd = D 1 (faster on CPU than fused reductions).
+    """
+    z = a[:, None] * theta[None, :] + d[:, None]
+    ll, dz, dc = _binary_cell_terms(y > 0.5, mask, z, None if c is None else c[:, None])
+    grad_theta = a @ dz
+    grad_a = dz @ theta
+    grad_d = jnp.sum(dz, axis=1)
+    grad_c = jnp.zeros_like(d) if dc is None else jnp.sum(dc, axis=1)
+    return jnp.sum(ll), (grad_theta, grad_a, grad_d, grad_c)
+
+
+@jax.custom_jvp
+def _binary_loglik_free_c(y: Array, mask: Array, theta: Array, a: Array, d: Array, c: Array) -> Array:
+    return _binary_sum_and_gradients(y, mask, theta, a, d, c)[0]
+
+
+@_binary_loglik_free_c.defjvp
+def _binary_loglik_free_c_jvp(primals, tangents):
+    y, mask, theta, a, d, c = primals
+    value, grads = _binary_sum_and_gradients(y, mask, theta, a, d, c)
+    _, _, t_theta, t_a, t_d, t_c = tangents
+    return value, sum(jnp.vdot(g, t) for g, t in zip(grads, (t_theta, t_a, t_d, t_c)))
+
+
+@jax.custom_jvp
+def _binary_loglik_no_c(y: Array, mask: Array, theta: Array, a: Array, d: Array) -> Array:
+    return _binary_sum_and_gradients(y, mask, theta, a, d, None)[0]
+
+
+@_binary_loglik_no_c.defjvp
+def _binary_loglik_no_c_jvp(primals, tangents):
+    y, mask, theta, a, d = primals
+    value, grads = _binary_sum_and_gradients(y, mask, theta, a, d, None)
+    _, _, t_theta, t_a, t_d = tangents
+    return value, sum(jnp.vdot(g, t) for g, t in zip(grads[:3], (t_theta, t_a, t_d)))
+
+
+def binary_loglik(y: Array, mask: Array, theta: Array, a: Array, d: Array, c: Array | float | None = None) -> Array:
+    """Total log-likelihood of a binary 1PL/2PL/3PL in slope-intercept form, with fused derivatives.
+
+    L = sum_{i, m observed} log P(y_im | z_im),  z_im = a_i theta_m + d_i,
+    P(1 | z) = c_i + (1 - c_i) sigmoid(z) (c None or 0: the 2PL).
+    Shapes: y, mask (n_items, n_examinees); theta (n_examinees,); a, d, c (n_items,).
+
+    The value and the gradients in (theta, a, d, c) come from a single pass over the
+    cells (a custom JVP built from the analytic per-cell derivatives), about twice
+    as fast as reverse-mode autodiff on large matrices; higher derivatives
+    (Hessians) still work because the JVP rule is itself differentiable.
+    """
+    if c is None or (isinstance(c, (int, float)) and c == 0.0):
+        return _binary_loglik_no_c(y, mask, theta, a, d)
+    c = jnp.broadcast_to(jnp.asarray(c, dtype=d.dtype), d.shape)
+    return _binary_loglik_free_c(y, mask, theta, a, d, c)
+
+
 def graded_category_logprobs(theta: Array, a: Array, thresholds: Array) -> Array:
     """Samejima graded response model: log P(X = k), k = 0..K, shape (..., K + 1).
 

@@ -370,8 +370,19 @@ def cell_loglik(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design
 
 def log_likelihood(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design,
                    y: jax.Array, mask: jax.Array) -> jax.Array:
-    """Total log-likelihood over observed cells."""
-    return jnp.sum(jnp.where(mask, cell_loglik(params, spec, design, y), 0.0))
+    """Total log-likelihood over observed cells.
+
+    Binary models go through :func:`irtexam.irt.likelihood.binary_loglik`, whose value
+    and gradient come from one fused pass over the cells; the GRM sums
+    :func:`cell_loglik`.
+    """
+    if spec.kind == "grm":
+        return jnp.sum(jnp.where(mask, cell_loglik(params, spec, design, y), 0.0))
+    theta = examinee_theta(params, spec, design)
+    d = params["d"]
+    a = jnp.exp(params["a"]) if "a" in params else jnp.ones_like(d)
+    c: Any = jax.nn.sigmoid(params["c"]) if "c" in params else (spec.fixed_c or None)
+    return lk.binary_loglik(y, mask, theta, a, d, c)
 
 
 SCALE_ANCHOR_SD = 0.1

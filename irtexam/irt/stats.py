@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,17 +42,6 @@ def heldout_split(mask: np.ndarray, fraction: float, seed: int) -> tuple[np.ndar
     return train, test
 
 
-def rmse_table(y: np.ndarray, mask: np.ndarray, predicted: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
-    """Per-item RMSE of the model and of a constant baseline over observed cells.
-
-    RMSE_i = sqrt(mean_m (y_im - p_im)^2),  RMSE_i^base = sqrt(mean_m (y_im - ybar)^2).
-    """
-    counts = np.maximum(mask.sum(axis=1), 1)
-    model = np.sqrt(np.where(mask, (y - predicted) ** 2, 0.0).sum(axis=1) / counts)
-    base = np.sqrt(np.where(mask, (y - baseline) ** 2, 0.0).sum(axis=1) / counts)
-    return {"rmse": model, "rmse_baseline": base}
-
-
 def bernoulli_mean_loglik(y: np.ndarray, mask: np.ndarray, p: np.ndarray | float) -> float:
     """Mean per-cell log-likelihood of predictions ``p`` on the cells in ``mask``."""
     p = np.clip(np.broadcast_to(p, y.shape), 1e-9, 1 - 1e-9)
@@ -59,19 +49,67 @@ def bernoulli_mean_loglik(y: np.ndarray, mask: np.ndarray, p: np.ndarray | float
     return float(cells.sum() / max(mask.sum(), 1))
 
 
-def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
-                   train_mask: np.ndarray, test_mask: np.ndarray | None) -> dict[str, Any]:
-    """Log-likelihood, RMSE vs mean baseline (overall and per item), held-out log-likelihood."""
+@jax.jit
+def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: jax.Array, a: jax.Array,
+                      d: jax.Array, c: jax.Array, baseline: jax.Array) -> dict[str, jax.Array]:
+    """One pass over a binary matrix: log-likelihood and squared-error sums per item, train and test."""
+    p = jnp.clip(c[:, None] + (1.0 - c[:, None]) * jax.nn.sigmoid(a[:, None] * theta[None, :] + d[:, None]),
+                 1e-30, 1.0 - 1e-7)
+    ll = jnp.where(y > 0.5, jnp.log(p), jnp.log1p(-p))
+    model_sq = (y - p) ** 2
+    base_sq = (y - baseline) ** 2
+    return {"ll_train": jnp.where(train, ll, 0.0).sum(), "ll_test": jnp.where(test, ll, 0.0).sum(),
+            "sq_train_item": jnp.where(train, model_sq, 0.0).sum(axis=1),
+            "base_train_item": jnp.where(train, base_sq, 0.0).sum(axis=1),
+            "sq_test": jnp.where(test, model_sq, 0.0).sum(), "base_test": jnp.where(test, base_sq, 0.0).sum()}
+
+
+def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
+                 test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
+    jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
+    constrained = mdl.constrain(jparams, spec, design)
+    a = jnp.asarray(constrained["a"], dtype=jnp.float32)
+    sums = _binary_cell_sums(jnp.asarray(design.y, dtype=jnp.float32), jnp.asarray(train), jnp.asarray(test),
+                             jnp.asarray(constrained["theta"], dtype=jnp.float32), a,
+                             jnp.asarray(constrained["d"], dtype=jnp.float32),
+                             jnp.asarray(constrained["c"], dtype=jnp.float32), jnp.float32(baseline))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
+
+
+def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
+                 test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
     from .fit import expected_scores
 
     jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
     y = design.y.astype(np.float64)
     cells = np.asarray(mdl.cell_loglik(jparams, spec, design, jnp.asarray(design.y)), dtype=np.float64)
-    loglik = float(np.where(train_mask, cells, 0.0).sum())
     predicted = expected_scores(params, spec, design)
+    scale = float(max(design.max_score, 1)) ** 2
+    model_sq, base_sq = (y - predicted) ** 2 / scale, (y - baseline) ** 2 / scale
+    return {"ll_train": np.where(train, cells, 0.0).sum(), "ll_test": np.where(test, cells, 0.0).sum(),
+            "sq_train_item": np.where(train, model_sq, 0.0).sum(axis=1),
+            "base_train_item": np.where(train, base_sq, 0.0).sum(axis=1),
+            "sq_test": np.where(test, model_sq, 0.0).sum(), "base_test": np.where(test, base_sq, 0.0).sum()}
+
+
+def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
+                   train_mask: np.ndarray, test_mask: np.ndarray | None) -> dict[str, Any]:
+    """Log-likelihood, RMSE vs mean baseline (overall and per item), held-out log-likelihood.
+
+    RMSE = sqrt(mean over observed cells of (y - E[y])^2) (scores divided by the maximum
+    score for graded models); the baseline predicts the mean training score everywhere.
+    Binary models are summarised in one jit-compiled pass over the cells.
+    """
+    test = test_mask if test_mask is not None else np.zeros_like(train_mask)
+    y_train = design.y[train_mask]
+    baseline = float(y_train.mean()) if y_train.size else 0.0
     scale = max(design.max_score, 1)
-    baseline = float(y[train_mask].mean())
-    per_item = rmse_table(y / scale, train_mask, predicted / scale, baseline / scale)
+    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test,
+                                                                  baseline / (1.0 if spec.kind == "grm" else scale))
+    counts = np.maximum(train_mask.sum(axis=1), 1)
+    item_rmse = np.sqrt(sums["sq_train_item"] / counts)
+    item_base = np.sqrt(sums["base_train_item"] / counts)
+    loglik = float(sums["ll_train"])
     n_params = int(sum(np.size(v) for v in params.values()))
     n_obs = int(train_mask.sum())
     stats: dict[str, Any] = {
@@ -80,23 +118,22 @@ def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design
         "n_parameters": n_params,
         "aic": 2 * n_params - 2 * loglik,
         "bic": n_params * np.log(max(n_obs, 1)) - 2 * loglik,
-        "rmse": float(np.sqrt(np.where(train_mask, (y - predicted) ** 2, 0.0).sum() / max(n_obs, 1)) / scale),
-        "rmse_baseline": float(np.sqrt(np.where(train_mask, (y - baseline) ** 2, 0.0).sum() / max(n_obs, 1)) / scale),
-        "item_rmse_mean": float(per_item["rmse"].mean()),
-        "item_rmse_sd": float(per_item["rmse"].std()),
-        "item_rmse_baseline_mean": float(per_item["rmse_baseline"].mean()),
-        "item_rmse_baseline_sd": float(per_item["rmse_baseline"].std()),
-        "item_rmse": dict(zip(design.items, per_item["rmse"].tolist())),
-        "item_rmse_baseline": dict(zip(design.items, per_item["rmse_baseline"].tolist())),
+        "rmse": float(np.sqrt(sums["sq_train_item"].sum() / max(n_obs, 1))),
+        "rmse_baseline": float(np.sqrt(sums["base_train_item"].sum() / max(n_obs, 1))),
+        "item_rmse_mean": float(item_rmse.mean()),
+        "item_rmse_sd": float(item_rmse.std()),
+        "item_rmse_baseline_mean": float(item_base.mean()),
+        "item_rmse_baseline_sd": float(item_base.std()),
+        "item_rmse": dict(zip(design.items, item_rmse.tolist())),
+        "item_rmse_baseline": dict(zip(design.items, item_base.tolist())),
         "baseline": baseline,
     }
-    if test_mask is not None and test_mask.any():
-        stats["heldout_cells"] = int(test_mask.sum())
-        stats["heldout_loglik"] = float(np.where(test_mask, cells, 0.0).sum() / test_mask.sum())
+    n_test = int(test.sum())
+    if n_test:
+        stats["heldout_cells"] = n_test
+        stats["heldout_loglik"] = float(sums["ll_test"]) / n_test
         if spec.kind != "grm":
-            stats["heldout_loglik_baseline"] = bernoulli_mean_loglik(y, test_mask, baseline)
-            stats["heldout_rmse"] = float(np.sqrt(np.where(test_mask, (y - predicted) ** 2, 0.0).sum()
-                                                  / test_mask.sum()))
-            stats["heldout_rmse_baseline"] = float(np.sqrt(np.where(test_mask, (y - baseline) ** 2, 0.0).sum()
-                                                           / test_mask.sum()))
+            stats["heldout_loglik_baseline"] = bernoulli_mean_loglik(design.y.astype(np.float64), test, baseline)
+            stats["heldout_rmse"] = float(np.sqrt(sums["sq_test"] / n_test))
+            stats["heldout_rmse_baseline"] = float(np.sqrt(sums["base_test"] / n_test))
     return stats

@@ -1,0 +1,240 @@
+"""Fast MAP for binary IRT models without facets: alternating Fisher scoring.
+
+Given the abilities the items are independent, and given the items the abilities
+are; so the joint MAP can be found by alternating exact block updates, each a
+vectorised Newton (Fisher scoring) step over every item or every examinee at once:
+
+* items: for item i with unconstrained parameters u_i = (log a_i, d_i, logit c_i)
+  (those the model has), the step is delta_i = (F_i + P_i)^-1 g_i, with the
+  per-item expected information F_i = sum_m w_im J_im J_im^T, J_im = dp_im/du_i,
+  w_im = 1 / (p_im (1 - p_im)), the prior precision P_i and the gradient g_i of the
+  log posterior. An item whose step reverses direction from one sweep to the next
+  has its step damped by half (3PL items with a weakly identified guessing
+  parameter otherwise oscillate).
+* abilities: the model reports theta = (raw - mean raw) / sd(raw), so at the MAP
+  the likelihood gradient g in theta lies in span(1, theta) (the raw N(0, 1) prior
+  and the scale anchor only fix the unreported raw location and scale). The step
+  is the constrained Newton step delta = F^-1 (g - B lambda), B = [1, theta],
+  F_m = sum_i w_im (dp_im/dtheta_m)^2, with lambda solving
+  (B^T F^-1 B) lambda = B^T F^-1 g so that delta keeps mean 0 and sd 1 to first
+  order, damped like the item steps; then re-standardisation, with items
+  re-expressed so the likelihood is unchanged (a -> a sd, d -> d + a mean).
+
+Each sweep costs two passes over the cells; it stops when no parameter moved by
+more than ``tol`` of its (diagonal-information) standard error. On simulated 3PL
+data this reaches the joint MAP more precisely than float32 L-BFGS in a fraction
+of the passes. Used by :func:`irtexam.irt.fit.map_estimate` for binary models
+without facets; other models use L-BFGS.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .model import Design, ModelSpec
+
+Array = jax.Array
+
+
+def supports(spec: ModelSpec) -> bool:
+    """True for the models this solver handles: binary 1PL/2PL/3PL without facets."""
+    return spec.kind in ("1pl", "2pl", "3pl") and not spec.facets
+
+
+def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
+    """The unconstrained item parameters in step order."""
+    return (("a",) if spec.has_discrimination else ()) + ("d",) + (("c",) if spec.free_guessing else ())
+
+
+def _cells(items: Mapping[str, Array], theta: Array, spec: ModelSpec) -> dict[str, Array]:
+    """Per-cell quantities for items (unconstrained) and standardised abilities."""
+    a = jnp.exp(items["a"]) if "a" in items else jnp.ones_like(items["d"])
+    c = jax.nn.sigmoid(items["c"]) if "c" in items else jnp.full_like(items["d"], spec.fixed_c)
+    z = a[:, None] * theta[None, :] + items["d"][:, None]
+    s = jax.nn.sigmoid(z)
+    cc = c[:, None]
+    p = jnp.clip(cc + (1.0 - cc) * s, 1e-12, 1.0 - 1e-7)
+    return {"a": a, "c": c, "s": s, "p": p, "slope": (1.0 - cc) * s * (1.0 - s)}
+
+
+def _item_log_prior_terms(items: Mapping[str, Array], spec: ModelSpec) -> tuple[Array, dict[str, Array], dict[str, Array]]:
+    """Per-item log prior, its gradient and its negative second derivative (the priors are separable)."""
+    value = jnp.zeros_like(items["d"])
+    grad: dict[str, Array] = {}
+    precision: dict[str, Array] = {}
+    if "a" in items:
+        value = value - 0.5 * ((items["a"] - spec.log_a_loc) / spec.log_a_scale) ** 2
+        grad["a"] = -(items["a"] - spec.log_a_loc) / spec.log_a_scale ** 2
+        precision["a"] = jnp.full_like(items["a"], 1.0 / spec.log_a_scale ** 2)
+    value = value - 0.5 * (items["d"] / spec.b_scale) ** 2
+    grad["d"] = -items["d"] / spec.b_scale ** 2
+    precision["d"] = jnp.full_like(items["d"], 1.0 / spec.b_scale ** 2)
+    if "c" in items:
+        alpha, beta = spec.c_prior
+        c = jax.nn.sigmoid(items["c"])
+        value = value + alpha * jax.nn.log_sigmoid(items["c"]) + beta * jax.nn.log_sigmoid(-items["c"])
+        grad["c"] = alpha - (alpha + beta) * c
+        precision["c"] = (alpha + beta) * c * (1.0 - c)
+    return value, grad, precision
+
+
+def solve_small_spd(matrix: Array, rhs: Array) -> Array:
+    """Solve a batch of small (k <= 3) symmetric positive definite systems in closed form.
+
+    The system is first scaled to unit diagonal (D^-1/2 A D^-1/2), then solved by the
+    adjugate: x = adj(A) b / det(A). Compiles far faster than a batched LU and is as
+    accurate on these well-scaled systems.
+    """
+    k = matrix.shape[-1]
+    scale = 1.0 / jnp.sqrt(jnp.diagonal(matrix, axis1=-2, axis2=-1))
+    m = matrix * scale[..., :, None] * scale[..., None, :]
+    b = rhs * scale
+    if k == 1:
+        x = b / m[..., 0, 0][..., None]
+    elif k == 2:
+        det = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+        x = jnp.stack([m[..., 1, 1] * b[..., 0] - m[..., 0, 1] * b[..., 1],
+                       m[..., 0, 0] * b[..., 1] - m[..., 1, 0] * b[..., 0]], axis=-1) / det[..., None]
+    elif k == 3:
+        cof = [[m[..., (r + 1) % 3, (q + 1) % 3] * m[..., (r + 2) % 3, (q + 2) % 3]
+                - m[..., (r + 1) % 3, (q + 2) % 3] * m[..., (r + 2) % 3, (q + 1) % 3] for q in range(3)]
+               for r in range(3)]
+        det = sum(m[..., 0, q] * cof[0][q] for q in range(3))
+        # adj(A)[q, r] = cofactor[r][q]
+        x = jnp.stack([sum(cof[r][q] * b[..., r] for r in range(3)) for q in range(3)], axis=-1) / det[..., None]
+    else:
+        x = jnp.linalg.solve(m, b[..., None])[..., 0]
+    return x * scale
+
+
+def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec: ModelSpec,
+              damping: Array, previous: Array) -> tuple[dict[str, Array], Array, Array, Array]:
+    """One Fisher-scoring step for every item (abilities fixed), with a per-item line search.
+
+    With slope = dp/dz = (1 - c) s (1 - s), the Jacobian of p in (log a, d, logit c) is
+    (a slope theta, slope, c (1 - c) (1 - s)); every entry of the gradient and of the
+    information is a moment sum over examinees of slope^2 w, slope (1 - s) w,
+    (1 - s)^2 w, slope r and (1 - s) r (r = dl/dp) against 1, theta, theta^2, so two
+    matrix products give them all. ``damping`` (per item, 1 = full step) and
+    ``previous`` (the last undamped steps in standard-error units) carry the oscillation
+    guard between sweeps. Returns the new items, the new damping, this sweep's undamped
+    steps in standard-error units and, per item, the move taken, max_k |delta_k| sqrt((F + P)_kk).
+    """
+    names = _item_columns(spec)
+    cells = _cells(items, theta, spec)
+    a, c, s, p, slope = cells["a"], cells["c"], cells["s"], cells["p"], cells["slope"]
+    w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
+    score = jnp.where(mask, y - p, 0.0) * w  # dl/dp
+    powers = jnp.stack([jnp.ones_like(theta), theta, theta * theta], axis=1)  # (examinees, 3)
+    s_bar = 1.0 - s
+    by_slope = jnp.stack([(w * slope * slope) @ powers, (score * slope) @ powers])          # (2, items, 3)
+    by_guess = jnp.stack([(w * slope * s_bar) @ powers[:, :2], (score * s_bar) @ powers[:, :2],
+                          (w * s_bar * s_bar) @ powers[:, :2]])                                # (3, items, 2)
+    cu = c * (1.0 - c)
+    full_info = {("a", "a"): a * a * by_slope[0, :, 2], ("a", "d"): a * by_slope[0, :, 1],
+                 ("d", "d"): by_slope[0, :, 0], ("a", "c"): a * cu * by_guess[0, :, 1],
+                 ("d", "c"): cu * by_guess[0, :, 0], ("c", "c"): cu * cu * by_guess[2, :, 0]}
+    full_grad = {"a": a * by_slope[1, :, 1], "d": by_slope[1, :, 0], "c": cu * by_guess[1, :, 0]}
+    _, prior_grad, prior_precision = _item_log_prior_terms(items, spec)
+    order = {"a": 0, "d": 1, "c": 2}
+
+    def entry(r: str, q: str) -> Array:
+        key = (r, q) if order[r] <= order[q] else (q, r)
+        return full_info[key] + (prior_precision[r] if r == q else 0.0)
+
+    info = jnp.stack([jnp.stack([entry(r, q) for q in names], axis=-1) for r in names], axis=-2)
+    grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)
+    newton = jnp.clip(solve_small_spd(info, grad), -2.0, 2.0)
+    scaled = newton * jnp.sqrt(jnp.diagonal(info, axis1=1, axis2=2))  # in standard-error units
+    # Oscillation guard: an item whose step reverses direction (3PL items with a weakly
+    # identified guessing parameter can cycle under Fisher scoring) has its damping halved.
+    reversed_ = jnp.sum(scaled * previous, axis=1) < 0.0
+    damping = jnp.where(reversed_, 0.5 * damping, jnp.minimum(1.0, 1.5 * damping))
+    step = damping[:, None] * newton
+    new = {**items, **{name: items[name] + step[:, k] for k, name in enumerate(names)}}
+    return new, damping, scaled, jnp.max(jnp.abs(damping[:, None] * scaled), axis=1)
+
+
+def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec: ModelSpec,
+               damping: Array, previous: Array) -> tuple[dict[str, Array], Array, Array, Array, Array]:
+    """One projected Fisher-scoring step for every ability, then re-standardisation.
+
+    ``damping`` and ``previous`` (last undamped steps) carry the same oscillation guard as
+    :func:`item_step` (an examinee scoring at chance level sits where the information is
+    nearly flat and would otherwise overshoot back and forth). Returns the items
+    re-expressed on the new scale, the standardised abilities, the new damping, this
+    sweep's undamped steps and the largest ability move in standard-error units.
+    """
+    cells = _cells(items, theta, spec)
+    a, p, slope = cells["a"], cells["p"], cells["slope"]
+    w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
+    score = jnp.where(mask, y - p, 0.0) * w * slope
+    grad = a @ score
+    fisher = (a * a) @ (w * slope * slope) + 1e-6
+    # Constrained Newton step: delta = F^-1 (g - B lam) with B = [1, theta] and lam chosen so
+    # that delta is tangent to {mean 0, sd 1}: B^T delta = 0, i.e. (B^T F^-1 B) lam = B^T F^-1 g.
+    basis = jnp.stack([jnp.ones_like(theta), theta], axis=1)
+    weighted = basis / fisher[:, None]
+    lam = jnp.linalg.solve(basis.T @ weighted, weighted.T @ grad)
+    newton = jnp.clip((grad - basis @ lam) / fisher, -1.0, 1.0)
+    damping = jnp.where(newton * previous < 0.0, 0.5 * damping, jnp.minimum(1.0, 1.5 * damping))
+    moved = theta + damping * newton
+    mean, sd = moved.mean(), moved.std()
+    new_theta = (moved - mean) / sd
+    new_items = dict(items)
+    if "a" in items:
+        new_items["a"] = items["a"] + jnp.log(sd)
+    new_items["d"] = items["d"] + a * mean
+    return new_items, new_theta, damping, newton, jnp.max(jnp.abs(new_theta - theta) * jnp.sqrt(fisher))
+
+
+def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Mapping[str, np.ndarray], *,
+                    max_sweeps: int = 500, tol: float = 1e-3,
+                    precision: str = "float32") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Joint MAP of a binary model without facets by alternating Fisher scoring (module docstring).
+
+    ``init`` holds unconstrained starting values (``a`` = log a, ``d``, ``c`` = logit c,
+    ``theta_raw``). Stops when every parameter moved by less than ``tol`` standard
+    errors in a sweep. Returns unconstrained parameters in the model's layout (raw
+    abilities standardised) and solver info.
+    """
+    if not supports(spec):
+        raise ValueError(f"alternating MAP handles binary models without facets, not {spec}")
+    dtype = jnp.float64 if precision == "float64" else jnp.float32
+    started = time.perf_counter()
+    with jax.enable_x64(precision == "float64"):
+        y = jnp.asarray(design.y, dtype=dtype)
+        m = jnp.asarray(mask)
+        items = {k: jnp.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
+        raw = jnp.asarray(init["theta_raw"], dtype=dtype)
+        sd = jnp.maximum(raw.std(), 1e-6)
+        theta = (raw - raw.mean()) / sd
+        step_items = jax.jit(item_step, static_argnames="spec")
+        step_theta = jax.jit(theta_step, static_argnames="spec")
+        damping = jnp.ones(design.n_items, dtype=dtype)
+        previous = jnp.zeros((design.n_items, len(_item_columns(spec))), dtype=dtype)
+        theta_damping = jnp.ones(design.n_examinees, dtype=dtype)
+        theta_previous = jnp.zeros(design.n_examinees, dtype=dtype)
+        sweeps, largest = 0, np.inf
+        history = []
+        while sweeps < max_sweeps:
+            sweeps += 1
+            items, damping, previous, moved_items = step_items(items, theta, y, m, spec, damping, previous)
+            items, theta, theta_damping, theta_previous, moved_theta = step_theta(
+                items, theta, y, m, spec, theta_damping, theta_previous)
+            largest = max(float(jnp.max(moved_items)), float(moved_theta))
+            history.append(largest)
+            if largest < tol:
+                break
+        params = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
+        params["theta_raw"] = np.asarray(theta, dtype=np.float64)
+    info = {"converged": bool(largest < tol), "iterations": sweeps, "evaluations": 2 * sweeps,
+            "message": f"alternating Fisher scoring: largest move {largest:.2g} standard errors after {sweeps} sweeps",
+            "max_move_se": largest, "seconds": time.perf_counter() - started, "precision": precision,
+            "solver": "alternating", "history": [round(h, 4) for h in history]}
+    return params, info
