@@ -211,9 +211,8 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         y = jnp.asarray(design.y, dtype=dtype)
         m = jnp.asarray(mask)
         items = {k: jnp.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
-        raw = jnp.asarray(init["theta_raw"], dtype=dtype)
-        sd = jnp.maximum(raw.std(), 1e-6)
-        theta = (raw - raw.mean()) / sd
+        raw = np.asarray(init["theta_raw"], dtype=np.float64)
+        theta = jnp.asarray((raw - raw.mean()) / max(float(raw.std()), 1e-6), dtype=dtype)
         step_items = jax.jit(item_step, static_argnames="spec")
         step_theta = jax.jit(theta_step, static_argnames="spec")
         damping = jnp.ones(design.n_items, dtype=dtype)

@@ -38,5 +38,5 @@ def enable_compilation_cache() -> Path | None:
     except OSError:
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.05)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
