@@ -313,7 +313,7 @@ STAGES = {"generate": stage_generate, "report": stage_report, "status": stage_st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", choices=sorted(STAGES), required=True)
-    parser.add_argument("--n-chunks", type=int, default=320, help="chunks to generate from (prefix of the run order)")
+    parser.add_argument("--n-chunks", type=int, default=300, help="chunks to generate from (prefix of the run order)")
     parser.add_argument("--batch-size", type=int, default=8, help="prompts decoded together")
     parser.add_argument("--block", type=int, default=32, help="chunks per progress step")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")

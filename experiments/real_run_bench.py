@@ -7,7 +7,7 @@ Prompts are the exam-generation prompts (paper template, appendix A.1) of a seed
 sample of chunks of the bundled corpus; decoding is greedy. Prints, per batch size,
 wall time, generated tokens, tokens/s, questions/s, the speed-up over the first batch
 size and how many outputs are identical to the first batch size's. Results also go to
-experiments/real_run/bench_generate.json.
+experiments/real_run/bench_generate.json with every output, to compare by eye.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main() -> None:
     print(f"loaded {llm.name} in {time.perf_counter() - t0:.1f}s; {len(prompts)} prompts, "
           f"prompt tokens {sum(len(llm.tokenizer(llm.format_prompt(p))['input_ids']) for p in prompts)}")
     params = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
-    rows, reference = [], None
+    rows, reference, texts = [], None, {}
     for bs in [int(b) for b in args.batch_sizes.split(",")]:
         llm.batch_size = bs
         t0 = time.perf_counter()
@@ -60,11 +60,13 @@ def main() -> None:
                "speedup": round(rows[0]["wall_s"] / wall, 2) if rows else 1.0,
                "identical_to_first": sum(a == b for a, b in zip(reference, outs))}
         rows.append(row)
+        texts[bs] = outs
         print(json.dumps(row), flush=True)
         print("   e.g.:", outs[0][:160].replace("\n", " | "), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": args.model, "prompts": len(prompts), "threads": args.threads,
-                                    "max_new_tokens": args.max_new_tokens, "results": rows}, indent=2) + "\n")
+                                    "max_new_tokens": args.max_new_tokens, "results": rows,
+                                    "outputs": texts}, indent=2) + "\n")
     print(f"{'batch':>5} {'wall s':>8} {'tokens':>7} {'tok/s':>7} {'q/s':>7} {'speed-up':>8} {'same':>5}")
     for r in rows:
         print(f"{r['batch_size']:>5} {r['wall_s']:>8} {r['generated_tokens']:>7} {r['tokens_per_s']:>7} "

@@ -26,7 +26,7 @@ PROMPTS = [
     "What is 2 + 2?",
     "Explain in one sentence what an index is.",
 ]
-GREEDY = GenerationParams(max_new_tokens=24, temperature=0.0)
+GREEDY = GenerationParams(max_new_tokens=16, temperature=0.0)
 
 
 @pytest.fixture(scope="module")
