@@ -438,12 +438,9 @@ class ResponseMatrix:
         return self._constant(self.values.T, self.examinees)
 
     def _constant(self, values: np.ndarray, ids: tuple[str, ...]) -> dict[str, list[str]]:
-        observed = ~np.isnan(values)
-        count = observed.sum(axis=1)
-        filled = np.where(observed, values, np.nan)
-        with np.errstate(invalid="ignore"):
-            low = np.nanmin(np.where(count[:, None] > 0, filled, 0.0), axis=1)
-            high = np.nanmax(np.where(count[:, None] > 0, filled, 0.0), axis=1)
+        count = np.count_nonzero(~np.isnan(values), axis=1)
+        low = np.fmin.reduce(values, axis=1)  # fmin/fmax skip NaN (NaN only for rows without responses)
+        high = np.fmax.reduce(values, axis=1)
         constant = (count > 0) & (low == high)
         return {
             "all_correct": [ids[k] for k in np.flatnonzero(constant & (high == self.max_score))],
