@@ -178,11 +178,13 @@ def argmax(values) -> int:
 
 
 def irtexam_scorers(llm, names):
-    """{name: function(requests) -> scores}: ``shipped`` = ``llm.score``; ``packed`` = the
-    proposed one-pass tree-mask scoring of benchmarks/llm_scoring.py (not yet in the backend)."""
+    """{name: function(requests) -> scores}: ``shipped`` = ``llm.score``; ``packed`` and
+    ``packed-split`` = the proposed tree-mask scorers of benchmarks/llm_scoring.py (not yet
+    in the backend)."""
     from llm_scoring import packed_score
 
-    table = {"shipped": llm.score, "packed": lambda requests: packed_score(llm, requests)}
+    table = {"shipped": llm.score, "packed": lambda requests: packed_score(llm, requests),
+             "packed-split": lambda requests: packed_score(llm, requests, split_prompt=True)}
     return {n: table[n] for n in names}
 
 
@@ -261,7 +263,7 @@ def print_table(rows: list[dict]) -> None:
         return f"{value:.1%}" if value != "" else "-"
 
     print()
-    print(f"{'model':<20}{'dtype':<10}{'setting':<9}{'scorer':<9}{'n':>5}{'irtexam q/s':>12}{'lm-eval q/s':>12}"
+    print(f"{'model':<20}{'dtype':<10}{'setting':<9}{'scorer':<13}{'n':>5}{'irtexam q/s':>12}{'lm-eval q/s':>12}"
           f"{'ratio':>8}{'cpu-ratio':>10}{'same pick':>10}{'max|d|':>8}{'acc ours/lm-eval':>18}{'=fp32 ours/lm-eval':>20}")
     for r in rows:
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] != "" else "-"
@@ -270,7 +272,7 @@ def print_table(rows: list[dict]) -> None:
         diff = f"{r['max_abs_diff_nats']:.3f}" if r["max_abs_diff_nats"] != "" else "-"
         acc = f"{r['irtexam_acc']:.3f}/" + (f"{r['lm_eval_acc']:.3f}" if r["lm_eval_acc"] != "" else "-")
         ref = f"{pct(r['irtexam_same_as_fp32'])}/{pct(r['lm_eval_same_as_fp32'])}"
-        print(f"{r['model']:<20}{r['dtype']:<10}{r['setting']:<9}{r['irtexam_scorer']:<9}{r['questions']:>5}"
+        print(f"{r['model']:<20}{r['dtype']:<10}{r['setting']:<9}{r['irtexam_scorer']:<13}{r['questions']:>5}"
               f"{r['irtexam_qps']:>12.2f}{qps:>12}{ratio:>8}{cpu_ratio:>10}{pct(r['identical_choices']):>10}{diff:>8}"
               f"{acc:>18}{ref:>20}")
     for scorer in dict.fromkeys(r["irtexam_scorer"] for r in rows):

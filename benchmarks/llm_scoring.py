@@ -9,8 +9,12 @@
   over ``prompt + cand_1[:-1] + ... + cand_K[:-1]`` with a tree-shaped attention mask (each
   candidate token sees the prompt and the earlier tokens of its own candidate) and
   position ids restarting after the prompt for every candidate; LM head only at the
-  positions that predict a candidate token. Same token ids and the same log-likelihood
-  definition as the other two (equal to ~1e-4 nats in float32).
+  positions that predict a candidate token;
+* packed-split (proposed): the prompt pass as in shared-KV (plain causal attention), then
+  ONE pass over the flattened candidate sequence on the prompt's cache with the tree mask
+  (no K-fold repeat of the cache, no padding).
+Same token ids and the same log-likelihood definition for all (equal to ~1e-4 nats in
+float32).
 
     .venv/bin/python benchmarks/llm_scoring.py --model smollm2-135m --n 20 [--dtype bfloat16] [--threads 1]
 
@@ -32,30 +36,37 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-def packed_score(llm: Any, requests: Sequence[Any]) -> list[list[Any]]:
-    """Proposed scoring for ``TransformersLLM``: one forward pass per request (tree mask).
+def packed_score(llm: Any, requests: Sequence[Any], *, split_prompt: bool = False) -> list[list[Any]]:
+    """Proposed scoring for ``TransformersLLM``: the K candidates of a request in ONE sequence.
 
-    Uses the backend's own tokenisation (``encode_pair``), decoder, LM head and softcap
-    (``_logprobs_at``), so the token ids and the definition match ``score`` exactly.
+    The sequence is ``cand_1[:-1] + ... + cand_K[:-1]`` with a tree-shaped mask (each
+    candidate token sees the prompt and the earlier tokens of its own candidate) and
+    position ids restarting at len(prompt) for every candidate. ``split_prompt=False``: one
+    forward pass over prompt + candidates (custom mask over the whole sequence);
+    ``split_prompt=True``: the prompt pass first (plain causal attention, SDPA's fast path,
+    its KV cache kept), then one pass over the candidate sequence on that cache (batch 1,
+    no repeat of the cache, no padding). Uses the backend's own tokenisation
+    (``encode_pair``), decoder, LM head and softcap (``_logprobs_at``), so the token ids and
+    the log-likelihood definition match ``score`` exactly.
     """
     import torch
 
     from irtexam.llm.base import ContinuationScore
 
+    dev = llm.device
     out = []
     for request in requests:
         pairs = [llm.encode_pair(request.prompt, c) for c in request.continuations]
         prompt_ids = pairs[0][0] if pairs else []
         conts = [c for _, c in pairs]
         plen = len(prompt_ids)
-        ids, pos, seg = list(prompt_ids), list(range(plen)), [-1] * plen
-        rows, targets, owner = [], [], []  # row of the hidden state that predicts each candidate token
+        ids, pos, seg = [], [], []  # the candidate sequence
+        rows, targets, owner = [], [], []  # index (in prompt + candidates) of the state predicting each token
         for k, c in enumerate(conts):
             if not c:
                 continue
             rows.append(plen - 1)
-            start = len(ids)
-            rows.extend(range(start, start + len(c) - 1))
+            rows.extend(range(plen + len(ids), plen + len(ids) + len(c) - 1))
             targets.extend(c)
             owner.extend([k] * len(c))
             ids.extend(c[:-1])
@@ -64,16 +75,30 @@ def packed_score(llm: Any, requests: Sequence[Any]) -> list[list[Any]]:
         values: list[list[float]] = [[] for _ in conts]
         if targets:
             n = len(ids)
-            segment = torch.tensor(seg)
-            mask = torch.ones(n, n, dtype=torch.bool).tril_() & (
-                (segment[:, None] == segment[None, :]) | (segment[None, :] == -1))
+            segment = torch.tensor(seg, dtype=torch.long)
+            tree = torch.ones(n, n, dtype=torch.bool).tril_() & (segment[:, None] == segment[None, :])
             with torch.inference_mode():
-                hidden = llm._decoder(input_ids=torch.tensor([ids], device=llm.device),
-                                      position_ids=torch.tensor([pos], device=llm.device),
-                                      attention_mask=mask[None, None].to(llm.device), use_cache=False
-                                      ).last_hidden_state[0]
-                lps = llm._logprobs_at(hidden[torch.tensor(rows, device=llm.device)],
-                                       torch.tensor(targets, device=llm.device)).tolist()
+                if split_prompt:
+                    first = llm._decoder(input_ids=torch.tensor([prompt_ids], device=dev), use_cache=n > 0)
+                    hidden = first.last_hidden_state[0]
+                    if n:
+                        mask = torch.cat([torch.ones(n, plen, dtype=torch.bool), tree], dim=1)
+                        positions = torch.tensor([pos], device=dev)
+                        second = llm._decoder(input_ids=torch.tensor([ids], device=dev), position_ids=positions,
+                                              past_key_values=first.past_key_values,
+                                              cache_position=torch.arange(plen, plen + n, device=dev),
+                                              attention_mask=mask[None, None].to(dev), use_cache=True)
+                        hidden = torch.cat([hidden, second.last_hidden_state[0]])
+                else:
+                    m = plen + n
+                    mask = torch.ones(m, m, dtype=torch.bool).tril_()
+                    mask[plen:, plen:] = tree
+                    hidden = llm._decoder(input_ids=torch.tensor([prompt_ids + ids], device=dev),
+                                          position_ids=torch.tensor([list(range(plen)) + pos], device=dev),
+                                          attention_mask=mask[None, None].to(dev), use_cache=False
+                                          ).last_hidden_state[0]
+                lps = llm._logprobs_at(hidden[torch.tensor(rows, device=dev)],
+                                       torch.tensor(targets, device=dev)).tolist()
             for k, v in zip(owner, lps):
                 values[k].append(v)
         out.append([ContinuationScore(math.fsum(v), len(v), len(text), tuple(v))
@@ -124,7 +149,8 @@ def main() -> int:
 
     llm = load_llm(args.model, dtype=args.dtype)
     reqs = mmlu_requests(args.n)
-    methods = {"naive": llm.score_naive, "shared-KV": llm.score, "packed": lambda r: packed_score(llm, r)}
+    methods = {"naive": llm.score_naive, "shared-KV": llm.score, "packed": lambda r: packed_score(llm, r),
+               "packed-split": lambda r: packed_score(llm, r, split_prompt=True)}
     seconds, scores = {}, {}
     for name, fn in methods.items():
         fn(reqs[:2])  # warm-up
