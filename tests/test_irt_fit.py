@@ -89,6 +89,20 @@ def test_2pl_and_1pl_recovery_with_missing_data():
     assert corr(result.items["b"], truth["b"]) > 0.97
 
 
+def test_1pl_keeps_the_logit_unit_when_abilities_are_spread_wide():
+    # Rasch data with ability sd 2: a = 1 fixes the unit, so the fitted abilities must spread
+    # well beyond the unit-sd scale of the other models (the N(0, 1) prior shrinks the MAP
+    # abilities: sd 1.5 here), and b stays in logits (a unit-sd 1PL compressed it to slope 0.77).
+    rng = np.random.default_rng(21)
+    theta = rng.normal(0.0, 2.0, 400)
+    responses, truth = irtexam.simulate(60, 400, model="1pl", seed=21, theta=theta)
+    result = quiet_fit(responses, model="1pl")
+    assert 1.3 < result.examinees["theta"].std() < 2.3
+    slope = np.polyfit(truth["b"], result.items["b"].to_numpy(), 1)[0]
+    assert 0.85 < slope < 1.15  # no compression of the difficulties
+    assert abs(result.examinees["theta"].mean()) < 1e-6
+
+
 def test_fixed_guessing():
     responses, truth = irtexam.simulate(100, 200, model="3pl", guessing=0.25, seed=8)
     result = quiet_fit(responses, model="3pl", guessing=0.25)

@@ -18,7 +18,9 @@ vectorised Newton (Fisher scoring) step over every item or every examinee at onc
   F_m = sum_i w_im (dp_im/dtheta_m)^2, with lambda solving
   (B^T F^-1 B) lambda = B^T F^-1 g so that delta keeps mean 0 and sd 1 to first
   order, damped like the item steps; then re-standardisation, with items
-  re-expressed so the likelihood is unchanged (a -> a sd, d -> d + a mean).
+  re-expressed so the likelihood is unchanged (a -> a sd, d -> d + a mean). In the
+  1PL (a = 1 fixes the unit) the abilities keep their N(0, 1) prior and only their
+  mean is constrained.
 
 Each sweep costs two passes over the cells; it stops when no parameter moved by
 more than ``tol`` of its (diagonal-information) standard error. On simulated 3PL
@@ -176,15 +178,21 @@ def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spe
     score = jnp.where(mask, y - p, 0.0) * w * slope
     grad = a @ score
     fisher = (a * a) @ (w * slope * slope) + 1e-6
-    # Constrained Newton step: delta = F^-1 (g - B lam) with B = [1, theta] and lam chosen so
-    # that delta is tangent to {mean 0, sd 1}: B^T delta = 0, i.e. (B^T F^-1 B) lam = B^T F^-1 g.
-    basis = jnp.stack([jnp.ones_like(theta), theta], axis=1)
+    if not spec.has_discrimination:
+        # 1PL: the unit is fixed by a = 1; abilities keep their N(0, theta_scale^2) prior and are only centred
+        grad = grad - theta / spec.theta_scale ** 2
+        fisher = fisher + 1.0 / spec.theta_scale ** 2
+    # Constrained Newton step: delta = F^-1 (g - B lam) with B = [1, theta] (1PL: B = [1]) and lam
+    # chosen so that delta is tangent to {mean 0, sd 1}: B^T delta = 0, i.e. (B^T F^-1 B) lam = B^T F^-1 g.
+    basis = (jnp.stack([jnp.ones_like(theta), theta], axis=1) if spec.has_discrimination
+             else jnp.ones_like(theta)[:, None])
     weighted = basis / fisher[:, None]
     lam = jnp.linalg.solve(basis.T @ weighted, weighted.T @ grad)
     newton = jnp.clip((grad - basis @ lam) / fisher, -1.0, 1.0)
     damping = jnp.where(newton * previous < 0.0, 0.5 * damping, jnp.minimum(1.0, 1.5 * damping))
     moved = theta + damping * newton
-    mean, sd = moved.mean(), moved.std()
+    mean = moved.mean()
+    sd = moved.std() if spec.has_discrimination else jnp.ones((), dtype=moved.dtype)
     new_theta = (moved - mean) / sd
     new_items = dict(items)
     if "a" in items:
@@ -212,7 +220,8 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         m = jnp.asarray(mask)
         items = {k: jnp.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
-        theta = jnp.asarray((raw - raw.mean()) / max(float(raw.std()), 1e-6), dtype=dtype)
+        spread = max(float(raw.std()), 1e-6) if spec.has_discrimination else 1.0
+        theta = jnp.asarray((raw - raw.mean()) / spread, dtype=dtype)
         step_items = jax.jit(item_step, static_argnames="spec")
         step_theta = jax.jit(theta_step, static_argnames="spec")
         damping = jnp.ones(design.n_items, dtype=dtype)

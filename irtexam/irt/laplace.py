@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import likelihood as lk
-from .model import Design, ModelSpec, examinee_theta, grm_thresholds
+from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds
 
 ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 
@@ -244,7 +244,10 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
             out[key] = phi[person_slices[key]].reshape(params[key].shape)
         return out
 
-    if not spec.facets:
+    if not spec.facets and not fixes_scale(spec):
+        # 1PL: theta = raw - mean(raw): dtheta/draw = I - 11^T/n
+        M = np.eye(n_examinees) - 1.0 / n_examinees
+    elif not spec.facets:
         # theta = (raw - mean(raw)) / sd(raw): dtheta/draw = (I - 11^T/n - theta theta^T/n) / sd
         raw = np.asarray(params["theta_raw"], dtype=np.float64)
         sd = np.sqrt(np.mean((raw - raw.mean()) ** 2) + 1e-12)

@@ -25,7 +25,8 @@ Priors (weakly informative, no box constraints):
   (+ sigma * e_m), each facet's levels sum-to-zero with N(0, 1) free coordinates
   (or a reference level fixed at 0). The ability scale is fixed exactly: reported
   abilities are the raw ones divided by their standard deviation across examinees
-  (see :func:`ability_scale`).
+  (see :func:`ability_scale`), except in the 1PL, where a = 1 fixes the unit and the
+  abilities keep the spread the data and their N(0, 1) prior give them.
 """
 
 from __future__ import annotations
@@ -279,9 +280,23 @@ def ability_scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Desi
     return jnp.sqrt(jnp.mean((raw - raw.mean()) ** 2) + 1e-12)
 
 
+def fixes_scale(spec: ModelSpec) -> bool:
+    """True when reported abilities are standardised (sd 1): every model with discriminations.
+
+    In the 1PL every a is 1, which already fixes the unit of theta (the logit); its
+    abilities keep their own spread, estimated from the data under the N(0, theta_scale^2)
+    prior (the Rasch model with a normal ability prior), and are only centred.
+    """
+    return spec.has_discrimination
+
+
+def _scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array | float:
+    return ability_scale(params, spec, design) if fixes_scale(spec) else 1.0
+
+
 def facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
-    """Level abilities of each facet on the fixed ability scale: theta_f = basis_f z_f / s."""
-    scale = ability_scale(params, spec, design)
+    """Level abilities of each facet on the fixed ability scale: theta_f = basis_f z_f / s (1PL: s = 1)."""
+    scale = _scale(params, spec, design)
     return {facet: value / scale for facet, value in _raw_facet_thetas(params, spec, design).items()}
 
 
@@ -291,9 +306,10 @@ def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Des
     Without facets: theta_m = (raw_m - mean(raw)) / sd(raw). With facets:
     theta_m = (sum_f theta_f[level_f(m)] + sigma e_m) / s, the location fixed by the
     facet identification (sum-to-zero or reference level) and s = sd of the raw sum.
+    1PL: s = 1 (the unit is fixed by a = 1; see :func:`fixes_scale`).
     """
     raw = _raw_examinee_theta(params, spec, design)
-    scale = ability_scale(params, spec, design)
+    scale = _scale(params, spec, design)
     if not spec.facets:
         return (raw - raw.mean()) / scale
     return raw / scale
@@ -396,6 +412,8 @@ def scale_anchor(params: Mapping[str, jax.Array], spec: ModelSpec, design: Desig
     to 0 (an unbounded, ill-conditioned MAP direction). This term gives that nuisance
     direction a finite mode. It is part of the NumPyro model too.
     """
+    if not fixes_scale(spec):
+        return jnp.zeros(())  # 1PL: the raw scale is the reported one, its prior alone sets it
     return lk.normal_logpdf(jnp.log(ability_scale(params, spec, design)), 0.0, SCALE_ANCHOR_SD)
 
 
