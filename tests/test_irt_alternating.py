@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -80,3 +82,34 @@ def test_map_estimate_picks_the_solver_by_model():
     design = mdl.build_design(responses, faceted)
     assert map_estimate(faceted, design, design.mask, mdl.initial_params(faceted, design))[1]["solver"] == "lbfgs"
     assert not alt.supports(mdl.ModelSpec(kind="grm"))
+
+
+def _degenerate_matrices() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    base = (rng.random((20, 15)) < 0.6).astype(float)
+    cases = {"all ones": np.ones((10, 8)), "one correct answer": np.zeros((10, 8)), "2 x 3": base[:2, :3].copy()}
+    cases["one correct answer"][0, 0] = 1.0
+    sparse = base.copy()
+    sparse[rng.random(sparse.shape) < 0.9] = np.nan
+    cases["90% missing"] = sparse
+    empty_examinee = base.copy()
+    empty_examinee[:, 3] = np.nan
+    cases["examinee without responses"] = empty_examinee
+    return cases
+
+
+@pytest.mark.parametrize("case", sorted(_degenerate_matrices()))
+@pytest.mark.parametrize("model", ["3pl", "1pl"])
+def test_degenerate_matrices_give_finite_estimates(case, model):
+    from irtexam.responses import ResponseMatrix
+
+    values = _degenerate_matrices()[case]
+    responses = ResponseMatrix(values=values, items=tuple(f"q{i}" for i in range(values.shape[0])),
+                               examinees=tuple(f"m{j}" for j in range(values.shape[1])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # uninformative items/examinees are reported, by design
+        result = irtexam.fit(responses, model=model)
+    assert result.fit_stats["optimizer"]["converged"]
+    for table, columns in ((result.items, ["a", "b", "c", "b_sd"]), (result.examinees, ["theta", "theta_sd"])):
+        assert np.isfinite(table[columns].to_numpy()).all()
+

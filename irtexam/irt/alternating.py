@@ -192,7 +192,7 @@ def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spe
     damping = jnp.where(newton * previous < 0.0, 0.5 * damping, jnp.minimum(1.0, 1.5 * damping))
     moved = theta + damping * newton
     mean = moved.mean()
-    sd = moved.std() if spec.has_discrimination else jnp.ones((), dtype=moved.dtype)
+    sd = jnp.maximum(moved.std(), 1e-6) if spec.has_discrimination else jnp.ones((), dtype=moved.dtype)
     new_theta = (moved - mean) / sd
     new_items = dict(items)
     if "a" in items:
@@ -220,7 +220,10 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         m = jnp.asarray(mask)
         items = {k: jnp.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
-        spread = max(float(raw.std()), 1e-6) if spec.has_discrimination else 1.0
+        if spec.has_discrimination and raw.std() < 1e-8:
+            # every examinee starts alike (e.g. identical scores): any spread pattern must start somewhere
+            raw = raw + np.linspace(-1.0, 1.0, raw.size)
+        spread = float(raw.std()) if spec.has_discrimination and raw.size > 1 else 1.0
         theta = jnp.asarray((raw - raw.mean()) / spread, dtype=dtype)
         step_items = jax.jit(item_step, static_argnames="spec")
         step_theta = jax.jit(theta_step, static_argnames="spec")

@@ -194,10 +194,13 @@ def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
     if solver == "alternating" or (solver == "auto" and alternating.supports(spec)):
         params, warm = alternating.alternating_map(spec, design, mask, init, max_sweeps=200, tol=0.01,
                                                    precision=precision)
-        if warm["converged"] or solver == "alternating":
+        finite = all(np.all(np.isfinite(v)) for v in params.values())
+        if finite and (warm["converged"] or solver == "alternating"):
             warm["max_abs_gradient"] = float("nan")
             return params, warm
-        params, info = lbfgs_map(spec, design, mask, params, max_iter=max_iter, tol=tol, precision=precision)
+        # not converged in 200 sweeps, or numerically broken: L-BFGS finishes (from the start values if broken)
+        params, info = lbfgs_map(spec, design, mask, params if finite else init, max_iter=max_iter, tol=tol,
+                                 precision=precision)
         info.update(solver="alternating+lbfgs", warm_start=warm["message"], warm_seconds=warm["seconds"])
         return params, info
     return lbfgs_map(spec, design, mask, init, max_iter=max_iter, tol=tol, precision=precision)
