@@ -113,3 +113,24 @@ def test_degenerate_matrices_give_finite_estimates(case, model):
     for table, columns in ((result.items, ["a", "b", "c", "b_sd"]), (result.examinees, ["theta", "theta_sd"])):
         assert np.isfinite(table[columns].to_numpy()).all()
 
+
+
+def test_extrapolation_factor_hand_values():
+    # parallel changes shrinking by rho = 0.8: remaining distance = 0.8 / 0.2 = 4 more changes
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.8, 0.0])) == pytest.approx(4.0)
+    # not parallel, growing, or barely shrinking (rho > 0.95: capped risk) -> no extrapolation
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.6, 0.6])) == 0.0
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([1.2, 0.0])) == 0.0
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.99, 0.0])) == 0.0
+
+
+def test_extrapolation_lands_on_the_same_optimum():
+    responses, _ = irtexam.simulate(150, 300, model="3pl", seed=7)
+    spec = mdl.ModelSpec(kind="3pl")
+    design = mdl.build_design(responses, spec)
+    start = mdl.initial_params(spec, design)
+    plain, plain_info = alt.alternating_map(spec, design, design.mask, start, tol=1e-3, extrapolate=False)
+    fast, fast_info = alt.alternating_map(spec, design, design.mask, start, tol=1e-3, extrapolate=True)
+    assert fast_info["converged"] and plain_info["converged"]
+    assert fast_info["iterations"] <= plain_info["iterations"]
+    assert _max_deviation_in_se(fast, plain, spec, design) < 0.02

@@ -22,7 +22,10 @@ vectorised Newton (Fisher scoring) step over every item or every examinee at onc
   1PL (a = 1 fixes the unit) the abilities keep their N(0, 1) prior and only their
   mean is constrained.
 
-Each sweep costs two passes over the cells; it stops when no parameter moved by
+Near the optimum the sweeps converge linearly along one slow mode (successive changes
+are parallel and shrink by a constant ratio rho); once that is seen, the state is
+extrapolated by rho / (1 - rho) changes along it (Aitken's delta-squared), which on a
+10000 x 1000 3PL cut 35 sweeps to 28. Each sweep costs two passes over the cells; it stops when no parameter moved by
 more than ``tol`` of its (diagonal-information) standard error. On simulated 3PL
 data this reaches the joint MAP more precisely than float32 L-BFGS in a fraction
 of the passes. Used by :func:`irtexam.irt.fit.map_estimate` for binary models
@@ -201,9 +204,51 @@ def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spe
     return new_items, new_theta, damping, newton, jnp.max(jnp.abs(new_theta - theta) * jnp.sqrt(fisher))
 
 
+def _flat_state(items: Mapping[str, Array], theta: Array, names: tuple[str, ...]) -> np.ndarray:
+    """Items (in step order) and abilities as one float64 vector on the host."""
+    return np.concatenate([np.asarray(items[name], dtype=np.float64) for name in names]
+                          + [np.asarray(theta, dtype=np.float64)])
+
+
+def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[str, ...], spec: ModelSpec,
+                     dtype: Any) -> tuple[dict[str, Array], Array]:
+    """Inverse of :func:`_flat_state`, re-standardising the abilities (items re-expressed to match)."""
+    n_items = items["d"].shape[0]
+    out = dict(items)
+    for k, name in enumerate(names):
+        out[name] = jnp.asarray(state[k * n_items:(k + 1) * n_items], dtype=dtype)
+    theta = state[len(names) * n_items:]
+    mean = theta.mean()
+    sd = max(float(theta.std()), 1e-6) if spec.has_discrimination else 1.0
+    a = np.exp(np.asarray(out["a"], dtype=np.float64)) if "a" in out else 1.0
+    if "a" in out:
+        out["a"] = jnp.asarray(np.asarray(out["a"], dtype=np.float64) + np.log(sd), dtype=dtype)
+    out["d"] = jnp.asarray(np.asarray(out["d"], dtype=np.float64) + a * mean, dtype=dtype)
+    return out, jnp.asarray((theta - mean) / sd, dtype=dtype)
+
+
+def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
+    """How far to extrapolate along ``current`` when successive sweeps move in one direction.
+
+    Near the optimum the alternating sweeps converge linearly along one slow mode (mostly a
+    common shift of the discriminations against the ability spread): successive changes
+    are parallel and shrink by a ratio rho, so the remaining distance is
+    current * rho / (1 - rho) (Aitken's delta-squared along the mode). Returns that factor,
+    or 0 when the changes are not parallel (cosine < 0.995) or rho is outside (0.5, 0.95).
+    """
+    norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
+    if norm_prev == 0.0 or norm_cur == 0.0:
+        return 0.0
+    cosine = float(previous @ current) / (norm_prev * norm_cur)
+    rho = norm_cur / norm_prev
+    if cosine < 0.995 or not 0.5 < rho < 0.95:
+        return 0.0
+    return min(rho / (1.0 - rho), 10.0)
+
+
 def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Mapping[str, np.ndarray], *,
-                    max_sweeps: int = 500, tol: float = 1e-3,
-                    precision: str = "float32") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+                    max_sweeps: int = 500, tol: float = 1e-3, precision: str = "float32",
+                    extrapolate: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Joint MAP of a binary model without facets by alternating Fisher scoring (module docstring).
 
     ``init`` holds unconstrained starting values (``a`` = log a, ``d``, ``c`` = logit c,
@@ -231,8 +276,11 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         previous = jnp.zeros((design.n_items, len(_item_columns(spec))), dtype=dtype)
         theta_damping = jnp.ones(design.n_examinees, dtype=dtype)
         theta_previous = jnp.zeros(design.n_examinees, dtype=dtype)
-        sweeps, largest = 0, np.inf
+        names = _item_columns(spec)
+        sweeps, largest, extrapolations, wait = 0, np.inf, 0, 0
         history = []
+        state = _flat_state(items, theta, names)
+        change = None
         while sweeps < max_sweeps:
             sweeps += 1
             items, damping, previous, moved_items = step_items(items, theta, y, m, spec, damping, previous)
@@ -242,10 +290,21 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
             history.append(largest)
             if largest < tol:
                 break
+            new_state = _flat_state(items, theta, names)
+            new_change = new_state - state
+            state, wait = new_state, max(wait - 1, 0)
+            if extrapolate and change is not None and wait == 0 and largest < 0.1:
+                factor = _extrapolation_factor(change, new_change)
+                if factor > 0.0:
+                    items, theta = _unflatten_state(state + factor * new_change, items, names, spec, dtype)
+                    state, extrapolations, wait = _flat_state(items, theta, names), extrapolations + 1, 3
+                    new_change = None
+            change = new_change
         params = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
         params["theta_raw"] = np.asarray(theta, dtype=np.float64)
     info = {"converged": bool(largest < tol), "iterations": sweeps, "evaluations": 2 * sweeps,
-            "message": f"alternating Fisher scoring: largest move {largest:.2g} standard errors after {sweeps} sweeps",
+            "message": f"alternating Fisher scoring: largest move {largest:.2g} standard errors after {sweeps} sweeps "
+                       f"({extrapolations} extrapolations)",
             "max_move_se": largest, "seconds": time.perf_counter() - started, "precision": precision,
             "solver": "alternating", "history": [round(h, 4) for h in history]}
     return params, info
