@@ -285,6 +285,9 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     Q = H.T @ H  # sum_i G_i^T A_i^-1 G_i  (n_examinees x n_examinees)
     S = D - M.T @ Q @ M
     S_inv = np.linalg.inv(S)
-    E = np.matmul(A_inv, G) @ M  # (n_items, k, P): A_i^-1 B_i
-    item_cov = A_inv + np.einsum("ijp,ilp->ijl", E @ S_inv, E)
+    n_person_params = M.shape[1]
+    # (n_items, k, P): A_i^-1 B_i; stacked products reshaped to one (n_items k) x P matrix product
+    E = (np.matmul(A_inv, G).reshape(-1, n_examinees) @ M).reshape(n_items, k, n_person_params)
+    ES = (E.reshape(-1, n_person_params) @ S_inv).reshape(n_items, k, n_person_params)
+    item_cov = A_inv + np.einsum("ijp,ilp->ijl", ES, E)
     return LaplaceCovariance(item_keys, item_slices, item_cov, person_keys, person_slices, S_inv, M, "full")
