@@ -85,7 +85,8 @@ BAD = [
     ("I cannot generate a question from this documentation.", "no_choices"),
     ("Question: What?\nA) one\nB) two\nC) three\nCorrect Answer: A", "wrong_number_of_choices"),
     ("Question: Which?\nA) pg_dump\nB) pg_dump\nC) initdb\nD) psql\nCorrect Answer: A", "duplicate_choices"),
-    ("Question: Which?\nA) Pg_Dump.\nB) pg dump\nC) initdb\nD) psql\nCorrect Answer: C", "duplicate_choices"),
+    ("Question: Which?\nA) `pg_dump`.\nB) pg_dump\nC) initdb\nD) psql\nCorrect Answer: C", "duplicate_choices"),
+    ("Question: Is it?\nA) True\nB) true.\nC) Maybe\nD) Never\nCorrect Answer: C", "duplicate_choices"),
     ("Question: Which tool?\nA) pg_dump\nB) initdb\nC) psql\nD) pg_ctl", "no_answer"),
     ("Question: Which tool?\nA) pg_dump\nB) initdb\nC) psql\nD) pg_ctl\nCorrect Answer: A and C", "multiple_answers"),
     ("Question: Which tool?\nA) pg_dump\nB) initdb\nC) psql\nD) pg_ctl\nCorrect Answer: mysqldump",
@@ -130,3 +131,14 @@ def test_fuzz_never_crashes_never_leaks(lines):
 def test_fuzz_arbitrary_text(raw):
     parsed, reason = try_parse(raw)
     assert (parsed is None) != (reason is None)
+
+
+def test_code_choices_differing_in_case_or_punctuation_are_distinct():
+    # `pg_dump -n` and `pg_dump -N` are different options; `t;` and `t *;` different statements
+    raw = ("Question: Which option dumps only matching schemas?\nA) pg_dump -n\nB) pg_dump -N\n"
+           "C) pg_dump -t\nD) pg_dump -T\nCorrect Answer: A")
+    parsed = parse_mcq(raw)
+    assert list(parsed.choices) == ["pg_dump -n", "pg_dump -N", "pg_dump -t", "pg_dump -T"] and parsed.answer == 0
+    raw = ("Question: Which statement also scans child tables?\nA) SELECT * FROM t;\nB) SELECT * FROM t *;\n"
+           "C) SELECT * FROM ONLY t;\nD) SELECT t;\nCorrect Answer: B")
+    assert parse_mcq(raw).answer == 1

@@ -31,13 +31,16 @@ def test_jaccard_hand_computed():
 
 
 def test_format_and_length_filters():
-    items = [item(0), item(1, choices=["a b", "A-B", "c", "d"]), item(2, choices=["x", "y", "z", "All of the above"]),
+    items = [item(0), item(1, choices=["Port 5432", "port 5432.", "c", "d"]), item(2, choices=["x", "y", "z", "All of the above"]),
              item(3, choices=["x", "y", "z"]), item(4, question="Why?"), item(5, choices=["x" * 500, "y", "z", "w"])]
     f = format_filter(items)
     assert f.reasons[:4] == [None, "duplicate_choices", "positional_choice", "wrong_number_of_choices"]
     assert f.keep.tolist() == [True, False, False, False, True, True]
     L = length_filter(items)
     assert L.reasons[4] == "question_too_short" and L.reasons[5] == "choice_too_long" and L.reasons[0] is None
+    # code-like choices differing only in case or punctuation are different answers
+    code = format_filter([item(6, choices=["pg_dump -n", "pg_dump -N", "SELECT * FROM t;", "SELECT * FROM t *;"])])
+    assert code.reasons == [None]
 
 
 def test_self_containment_paper_patterns():

@@ -97,6 +97,20 @@ def _norm(choice: str) -> str:
     return re.sub(r"[\W_]+", " ", choice.lower()).strip()
 
 
+_PROSE = re.compile(r"[A-Za-z0-9 ,'\"!?]+")
+
+
+def choice_identity(choice: str) -> str:
+    """What makes two choices the same answer: case and punctuation count in code-like text.
+
+    Whitespace, surrounding backticks and a trailing period never matter; letter case is
+    ignored only for plain prose ("True" = "true"), since `pg_dump -n` and `pg_dump -N`,
+    or `table;` and `table *;`, are different answers.
+    """
+    text = re.sub(r"\s+", " ", choice).strip().rstrip(".").strip().strip("`").strip().rstrip(".").strip()
+    return text.lower() if _PROSE.fullmatch(text) else text
+
+
 def _strip_choice(text: str) -> str:
     m = _LEAK.search(text)
     if m:
@@ -257,7 +271,7 @@ def parse_mcq(raw: str) -> ParsedQuestion:
     choices = [_strip_choice(c) for c in choices_raw]
     if any(not c for c in choices):
         raise ParseFailure("empty_choice")
-    if len({_norm(c) for c in choices}) != N_CHOICES:
+    if len({choice_identity(c) for c in choices}) != N_CHOICES:
         raise ParseFailure("duplicate_choices", " | ".join(choices))
     if question is None:
         before = lines[:first]

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..exam.parse import choice_identity
 from ..exam.schema import ExamItem
 from .similarity import Embedder, jaccard, load_embedder, mean_candidate_ngram
 
@@ -61,12 +62,12 @@ def format_filter(items: Sequence[ExamItem], n_choices: int = 4, drop_positional
     whose meaning breaks when candidates are shuffled."""
     reasons: list[str | None] = []
     for it in items:
-        norm = [re.sub(r"\W+", " ", c.lower()).strip() for c in it.choices]
+        identity = [choice_identity(c) for c in it.choices]  # case/punctuation count in code-like text
         if len(it.choices) != n_choices:
             reasons.append("wrong_number_of_choices")
-        elif any(not c for c in norm):
+        elif any(not c for c in identity):
             reasons.append("empty_choice")
-        elif len(set(norm)) != len(norm):
+        elif len(set(identity)) != len(identity):
             reasons.append("duplicate_choices")
         elif not 0 <= it.answer < len(it.choices):
             reasons.append("answer_out_of_range")
