@@ -72,7 +72,7 @@ def test_extractiveness_contained_and_rouge():
     assert extractiveness("a b c d", "a c e") == pytest.approx(4 / 7)
 
 
-@pytest.mark.parametrize("answerability,idk,metric,expected,expected_literal", [
+@pytest.mark.parametrize("answerability,idk,metric,expected_scripts,expected_reference", [
     ("UNANSWERABLE", 1.0, 0.3, 1.0, 1.0),
     ("UNANSWERABLE", 0.5, 0.3, 0.0, 0.0),
     ("UNANSWERABLE", 0.0, 0.3, 0.0, 0.0),
@@ -85,9 +85,9 @@ def test_extractiveness_contained_and_rouge():
     ("PARTIAL", 0.0, 0.3, 0.3, 0.3),
     (None, 0.0, 0.7, 0.7, 0.7),
 ])
-def test_idk_conditioning_truth_table(answerability, idk, metric, expected, expected_literal):
-    assert idk_condition(metric, idk, answerability) == expected
-    assert idk_condition(metric, idk, answerability, answerable_idk_zero=False) == expected_literal
+def test_idk_conditioning_truth_table(answerability, idk, metric, expected_scripts, expected_reference):
+    assert idk_condition(metric, idk, answerability) == expected_reference  # the metrics reference is the default
+    assert idk_condition(metric, idk, answerability, answerable_idk_zero=True) == expected_scripts
 
 
 @pytest.mark.parametrize("text,expected", [

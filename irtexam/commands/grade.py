@@ -74,9 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--idk-method", choices=["score", "generate"], default="score",
                    help="LLM judge by label likelihood (default) or by reading a generated label")
     m.add_argument("--cache-dir", default=None, help="cache every LLM call here (resumable)")
-    m.add_argument("--literal-idk-conditioning", action="store_true",
-                   help="answerable questions keep their score even with a full IDK (reference text); "
-                        "default follows the MT-RAG scripts (answerable + IDK -> 0)")
+    m.add_argument("--zero-idk-on-answerable", action="store_true",
+                   help="give 0 to a full IDK on an answerable question, as the MT-RAG scripts do; by "
+                        "default answerable questions keep their score (the metrics reference)")
     m.set_defaults(func=run_mtrag)
 
     c = sub.add_parser("correlate", help="Spearman and Kendall rank correlation of two leaderboards")
@@ -232,7 +232,7 @@ def run_mtrag(args: argparse.Namespace) -> int:
         todo = [r for r in records if not writer.done(r)]
         info = {"encoder": encoder.name if encoder else None, "bertscore_baseline": args.bertscore_baseline,
                 "idk_detector": judge.name if judge else "lexical",
-                "idk_conditioning": "literal" if args.literal_idk_conditioning else "mtrag-scripts"}
+                "idk_conditioning": "mtrag-scripts" if args.zero_idk_on_answerable else "reference"}
 
         def write(rec: dict) -> None:
             rec["metrics_info"] = info
@@ -241,7 +241,7 @@ def run_mtrag(args: argparse.Namespace) -> int:
         for r in todo:
             parse_record(r, args.input, r.get("_row"))  # fail early, before any model work
         grade_records(todo, encoder, idk_fn=judge.judge if judge else None, baseline=args.bertscore_baseline,
-                      answerable_idk_zero=not args.literal_idk_conditioning, path=args.input, write=write,
+                      answerable_idk_zero=args.zero_idk_on_answerable, path=args.input, write=write,
                       progress=True)
         out = [writer.finished[k] for k in keys]
     counts = {"records": len(records), "already_done": len(records) - len(todo), "scored_now": len(todo)}

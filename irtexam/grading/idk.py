@@ -13,12 +13,11 @@ Two detectors:
   first word of the completion is read and an unreadable answer falls back to the
   lexical detector and is counted.
 
-IDK conditioning (:func:`idk_condition`) follows the MT-RAG scripts
-(``judge_wrapper.get_idk_score``): for an UNANSWERABLE or CONVERSATIONAL question the
-conditioned score is 1 when idk_eval == 1 and 0 otherwise; for any other question it is
-0 when idk_eval == 1 and the original metric otherwise. The metrics reference text only
-says "answerable -> use the original score"; the scripts additionally give 0 to a full
-IDK on an answerable question. ``answerable_idk_zero=False`` gives the literal text.
+IDK conditioning (:func:`idk_condition`) follows the MT-RAG metrics reference: for an
+UNANSWERABLE or CONVERSATIONAL question the conditioned score is 1 when idk_eval == 1
+and 0 otherwise; for an answerable question it is the original metric.
+``answerable_idk_zero=True`` additionally gives 0 to a full IDK on an answerable
+question, as the MT-RAG evaluation scripts (``judge_wrapper.get_idk_score``) do.
 """
 
 from __future__ import annotations
@@ -141,11 +140,12 @@ class LLMIdkJudge:
 
 
 def idk_condition(metric: float | None, idk_eval: float, answerability: str | None,
-                  answerable_idk_zero: bool = True) -> float | None:
+                  answerable_idk_zero: bool = False) -> float | None:
     """IDK-conditioned metric (MT-RAG step 5).
 
     unanswerable/conversational: 1 if idk_eval == 1 else 0;
-    otherwise: 0 if idk_eval == 1 (and ``answerable_idk_zero``), else the metric itself.
+    otherwise: the metric itself (the reference), or 0 when idk_eval == 1 and
+    ``answerable_idk_zero`` (the MT-RAG scripts).
     A missing metric on an answerable question stays missing (None).
     """
     label = (answerability or "").upper()

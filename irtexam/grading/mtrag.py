@@ -189,7 +189,7 @@ def first_value(metrics: dict[str, Any], name: str) -> Any:
 
 
 def condition_metrics(metrics: dict[str, Any], answerability: str | None,
-                      answerable_idk_zero: bool = True) -> dict[str, Any]:
+                      answerable_idk_zero: bool = False) -> dict[str, Any]:
     """Add RB_agg_idk, RB_llm_idk, RL_F_idk for the base metrics present (needs idk_eval).
 
     RB_agg_idk is also set for unanswerable questions without a reference (it is 1 or 0
@@ -209,7 +209,7 @@ def condition_metrics(metrics: dict[str, Any], answerability: str | None,
 
 def grade_records(records: Sequence[dict[str, Any]], encoder: Encoder | None,
                   idk_fn: Callable[[list[str], list[str]], list[float]] | None = None,
-                  baseline: float | None = None, answerable_idk_zero: bool = True,
+                  baseline: float | None = None, answerable_idk_zero: bool = False,
                   path: str | None = None, write: Callable[[dict[str, Any]], None] | None = None,
                   progress: bool = False, batch_size: int = 16) -> list[dict[str, Any]]:
     """Run steps 1 (algorithmic), 2 (IDK; lexical when ``idk_fn`` is None) and 5 (conditioning).
