@@ -6,7 +6,8 @@ executables on disk and reuse them in later processes for the same shapes (a ref
 the next CLI call, a pruning run on the same exam). irtexam turns that cache on at
 import, in ``$IRTEXAM_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/irtexam/jax`` (default
 ``~/.cache/irtexam/jax``), unless the user already configured a JAX cache directory
-or set ``IRTEXAM_JAX_CACHE=0``.
+or set ``IRTEXAM_JAX_CACHE=0``. The folder is capped at 512 MiB (JAX evicts the least
+recently used executables).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 from pathlib import Path
 
 import jax
+
+MAX_CACHE_BYTES = 512 * 1024 ** 2
 
 
 def default_cache_dir() -> Path:
@@ -39,4 +42,5 @@ def enable_compilation_cache() -> Path | None:
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)  # least recently used go first
     return path
