@@ -187,7 +187,7 @@ def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
 
     ``solver="auto"`` uses :func:`irtexam.irt.alternating.alternating_map` for binary
     models without facets (block-structured Fisher scoring, each parameter converged
-    to 1e-3 of its standard error) and L-BFGS otherwise; ``"lbfgs"`` forces L-BFGS.
+    to 0.01 of its standard error; L-BFGS finishes if it does not converge) and L-BFGS otherwise; ``"lbfgs"`` forces L-BFGS.
     """
     if solver not in ("auto", "lbfgs", "alternating"):
         raise IrtexamError(f"unknown MAP solver '{solver}'; choose 'auto', 'lbfgs' or 'alternating'")
@@ -571,8 +571,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     map_params, opt_info = map_estimate(spec, design, train_mask, start, max_iter=max_iter)
     if not opt_info["converged"]:
         messages.append(f"the MAP optimiser stopped before converging ({opt_info['message']}, "
-                        f"max |gradient| {opt_info['max_abs_gradient']:.2g}); estimates may be off: raise max_iter "
-                        f"or try solver='lbfgs'")
+                        f"max |gradient| {opt_info['max_abs_gradient']:.2g}); estimates may be off: raise max_iter")
 
     posterior_draws = diagnostics = None
     cov = None

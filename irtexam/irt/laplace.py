@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import likelihood as lk
+from .alternating import binary_item_information
 from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds
 
 ITEM_KEYS = ("a", "d", "b1", "gap", "c")
@@ -152,22 +153,12 @@ def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Arr
     slope = (1.0 - cc) * s * (1.0 - s)
     p = jnp.clip(cc + (1.0 - cc) * s, 1e-9, 1.0 - 1e-9)
     w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
-    powers = jnp.stack([jnp.ones_like(eta), eta, eta * eta], axis=1)
-    # J columns: log a -> a slope eta, d -> slope, logit c -> c (1 - c) (1 - s)
-    by_slope = (w * slope * slope) @ powers
-    by_mixed = (w * slope * (1.0 - s)) @ powers[:, :2]
-    by_guess = (w * (1.0 - s) ** 2).sum(axis=1)
-    cu = c * (1.0 - c)
-    entries = {("a", "a"): a * a * by_slope[:, 2], ("a", "d"): a * by_slope[:, 1], ("d", "d"): by_slope[:, 0],
-               ("a", "c"): a * cu * by_mixed[:, 1], ("d", "c"): cu * by_mixed[:, 0], ("c", "c"): cu * cu * by_guess}
-    order = {"a": 0, "d": 1, "c": 2}
-    A = jnp.stack([jnp.stack([entries[(r, q) if order[r] <= order[q] else (q, r)] for q in item_keys], axis=-1)
-                   for r in item_keys], axis=-2)
+    A = binary_item_information(a, c, s, w, slope, eta, item_keys)
     W = (a * a) @ (w * slope * slope)
     G = None
     if need_cross:
         wj = w * slope * a[:, None]  # w dp/deta
-        columns = {"a": slope * a[:, None] * eta[None, :], "d": slope, "c": cu[:, None] * (1.0 - s)}
+        columns = {"a": slope * a[:, None] * eta[None, :], "d": slope, "c": (c * (1.0 - c))[:, None] * (1.0 - s)}
         G = jnp.stack([wj * columns[key] for key in item_keys], axis=1)  # (items, k, examinees)
     return A, W, G
 
@@ -258,8 +249,7 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
         M = np.asarray(jax.jacfwd(lambda phi: examinee_theta(person_vector_to_params(phi), spec, design))(phi0),
                        dtype=np.float64).reshape(n_examinees, n_person)
 
-    k_total = sum(item_slices[key].stop - item_slices[key].start for key in item_keys)
-    cost = n_items * k_total * float(max(n_examinees, n_person)) ** 2
+    cost = n_items * k * float(max(n_examinees, n_person)) ** 2
     if mode == "auto":
         mode = "full" if cost <= 2e9 else "blockwise"
     if spec.kind == "grm":

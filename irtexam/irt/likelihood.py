@@ -143,8 +143,8 @@ def binary_loglik(y: Array, mask: Array, theta: Array, a: Array, d: Array, c: Ar
     Shapes: y, mask (n_items, n_examinees); theta (n_examinees,); a, d, c (n_items,).
 
     The value and the gradients in (theta, a, d, c) come from a single pass over the
-    cells (a custom JVP built from the analytic per-cell derivatives), about twice
-    as fast as reverse-mode autodiff on large matrices; higher derivatives
+    cells (a custom JVP built from the analytic per-cell derivatives), 1.2-1.5x as
+    fast as reverse-mode autodiff on large 3PL matrices in our measurements; higher derivatives
     (Hessians) still work because the JVP rule is itself differentiable.
     """
     if c is None or (isinstance(c, (int, float)) and c == 0.0):

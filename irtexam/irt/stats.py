@@ -103,9 +103,7 @@ def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design
     test = test_mask if test_mask is not None else np.zeros_like(train_mask)
     y_train = design.y[train_mask]
     baseline = float(y_train.mean()) if y_train.size else 0.0
-    scale = max(design.max_score, 1)
-    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test,
-                                                                  baseline / (1.0 if spec.kind == "grm" else scale))
+    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test, baseline)
     counts = np.maximum(train_mask.sum(axis=1), 1)
     item_rmse = np.sqrt(sums["sq_train_item"] / counts)
     item_base = np.sqrt(sums["base_train_item"] / counts)
