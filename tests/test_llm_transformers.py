@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from irtexam.errors import IrtexamError  # noqa: E402
 from irtexam.llm import GenerationParams, ScoreRequest, load_llm  # noqa: E402
+from irtexam.llm.transformers_backend import common_prefix_length  # noqa: E402
 from irtexam.llm.registry import PACKAGED_MODELS, installed_models, resolve_model_dir  # noqa: E402
 
 pytestmark = [pytest.mark.llm,
@@ -48,6 +49,53 @@ def test_shared_kv_score_equals_naive_fp32(smol32):
     assert empty.logprob == 0.0 and empty.n_tokens == 0
     # the model prefers the true answer over the distractor
     assert fast[1][0].logprob > fast[1][3].logprob
+
+
+CONTEXT = ("Context:\n[1] CREATE DATABASE creates a new PostgreSQL database. Only superusers or users "
+           "with the CREATEDB privilege can create databases.\n[2] DROP DATABASE removes a database.\n\n")
+DEMO = "Question: Which command removes a database?\nA. DROP DATABASE\nB. VACUUM\nAnswer: DROP DATABASE\n\n"
+QUESTION = "Question: Which command creates a new database?\nA. CREATE DATABASE\nB. VACUUM\nAnswer:"
+CHOICES = (" CREATE DATABASE", " VACUUM", " pg_dump --schema-only", "")
+SHARED_PREFIX_REQUESTS = [  # the ICL levels of one retriever: the context is a common prefix
+    ScoreRequest(CONTEXT + DEMO + DEMO + QUESTION, CHOICES),
+    ScoreRequest("Question: unrelated\nAnswer:", (" yes", " no")),
+    ScoreRequest(CONTEXT + QUESTION, CHOICES),
+    ScoreRequest(CONTEXT + DEMO + QUESTION, CHOICES),
+    ScoreRequest(CONTEXT + QUESTION, CHOICES),  # the same prompt twice: all but one token reused
+]
+
+
+def test_common_prefix_length():
+    assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix_length([], [1]) == 0
+    assert common_prefix_length([7, 8], [7, 8]) == 2
+    assert common_prefix_length([1], [2, 1]) == 0
+
+
+def test_prefix_sharing_equals_naive_and_full_prompts_fp32(smol32):
+    before = dict(smol32.prefix_stats)
+    shared = smol32.score(SHARED_PREFIX_REQUESTS)
+    reused = smol32.prefix_stats["reused_tokens"] - before["reused_tokens"]
+    run = smol32.prefix_stats["prompt_tokens"] - before["prompt_tokens"]
+    context_tokens = len(smol32.encode_pair(CONTEXT + QUESTION, " x")[0]) - len(
+        smol32.tokenizer(QUESTION, add_special_tokens=False)["input_ids"])
+    # sorted visiting order: three prompts reuse at least the context, the repeat reuses all but one token
+    assert reused >= 3 * (context_tokens - 2)
+    assert reused < run
+    naive = smol32.score_naive(SHARED_PREFIX_REQUESTS)
+    smol32.prefix_sharing = False
+    try:
+        full = smol32.score(SHARED_PREFIX_REQUESTS)
+    finally:
+        smol32.prefix_sharing = True
+    assert [[s.n_tokens for s in row] for row in shared] == [[s.n_tokens for s in row] for row in naive]
+    for row_s, row_n, row_f in zip(shared, naive, full):  # results come back in request order
+        for s, n, f in zip(row_s, row_n, row_f):
+            assert s.logprob == pytest.approx(n.logprob, abs=1e-3)
+            assert s.logprob == pytest.approx(f.logprob, abs=1e-4)
+            assert len(s.token_logprobs) == s.n_tokens
+    assert shared[1][0].n_tokens >= 1 and shared[0][3].n_tokens == 0
+    assert shared[2][0].logprob == pytest.approx(shared[4][0].logprob, abs=1e-4)
 
 
 def test_trailing_whitespace_moves_to_continuation(smol32):

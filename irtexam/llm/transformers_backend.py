@@ -37,6 +37,16 @@ def split_trailing_whitespace(prompt: str, continuation: str) -> tuple[str, str]
     return stripped, prompt[len(stripped):] + continuation
 
 
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading positions where ``a`` and ``b`` agree."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class TransformersLLM:
     """A causal LM from a local transformers directory (see :func:`irtexam.llm.load_llm`).
 
@@ -44,11 +54,14 @@ class TransformersLLM:
     ``"float32"`` (exact to ~1e-4 nats). ``chat`` decides whether ``generate`` wraps the
     prompt in the tokenizer's chat template (default: when it has one). ``batch_size``
     is how many prompts ``generate`` decodes together (see :meth:`generate`).
+    ``prefix_sharing`` lets ``score`` reuse the KV cache of a common token prefix
+    across prompts (see :meth:`score`).
     """
 
     def __init__(self, model_dir: str | Path, *, name: str | None = None, dtype: str = "bfloat16",
                  device: str = "cpu", chat: bool | None = None, num_threads: int | None = None,
-                 model: Any = None, tokenizer: Any = None, batch_size: int = 8) -> None:
+                 model: Any = None, tokenizer: Any = None, batch_size: int = 8,
+                 prefix_sharing: bool = True) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,6 +80,8 @@ class TransformersLLM:
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         self.chat = has_template if chat is None else (chat and has_template)
         self.boundary_fallbacks = 0
+        self.prefix_sharing = prefix_sharing
+        self.prefix_stats = {"prompt_tokens": 0, "reused_tokens": 0}
         self.batch_size = max(1, int(batch_size))
         self._decoder = getattr(self.model, self.model.base_model_prefix)
         self._head = self.model.get_output_embeddings()
@@ -104,63 +119,123 @@ class TransformersLLM:
             logits = torch.tanh(logits / self._softcap) * self._softcap
         return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
 
-    def _score_one(self, request: ScoreRequest) -> list[ContinuationScore]:
-        import torch
-
+    def _encode_request(self, request: ScoreRequest) -> tuple[list[int], list[list[int]]]:
+        """Prompt token ids and the token ids of each continuation (boundary convention above)."""
         pairs = [self.encode_pair(request.prompt, c) for c in request.continuations]
         prompt_ids = pairs[0][0] if pairs else self._encode(request.prompt.rstrip())
-        conts = [c for _, c in pairs]
-        results: list[ContinuationScore | None] = [None] * len(conts)
-        nonempty = [k for k, c in enumerate(conts) if c]
-        for k, c in enumerate(conts):
-            if not c:
-                results[k] = ContinuationScore(0.0, 0, len(request.continuations[k]), ())
-        if nonempty:
-            dev = self.device
-            with torch.inference_mode():
-                p = torch.tensor([prompt_ids], device=dev)
-                out = self._decoder(input_ids=p, use_cache=True)
-                cache = out.past_key_values
-                h_last = out.last_hidden_state[0, -1]
-                n_k = len(nonempty)
-                lmax = max(len(conts[k]) for k in nonempty)
-                pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-                ids = torch.full((n_k, lmax), pad, dtype=torch.long, device=dev)
-                for row, k in enumerate(nonempty):
-                    ids[row, :len(conts[k])] = torch.tensor(conts[k], device=dev)
-                rows, cols, targets, first_targets = [], [], [], []
-                for row, k in enumerate(nonempty):
-                    first_targets.append(conts[k][0])
-                    for j in range(1, len(conts[k])):
-                        rows.append(row)
-                        cols.append(j - 1)
-                        targets.append(conts[k][j])
-                first_lp = self._logprobs_at(h_last[None].expand(n_k, -1),
-                                             torch.tensor(first_targets, device=dev))
-                rest_lp = None
-                if rows and lmax > 1:
-                    cache.batch_repeat_interleave(n_k)
-                    plen = len(prompt_ids)
-                    # right padding + causal attention: pads only follow real tokens, so
-                    # no attention mask is needed; positions continue after the prompt.
-                    positions = torch.arange(plen, plen + lmax - 1, device=dev)[None].expand(n_k, -1)
-                    hid = self._decoder(input_ids=ids[:, :lmax - 1], past_key_values=cache,
-                                        position_ids=positions, cache_position=positions[0],
-                                        use_cache=True).last_hidden_state
-                    sel = hid[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
-                    rest_lp = self._logprobs_at(sel, torch.tensor(targets, device=dev))
-            per_row: list[list[float]] = [[float(first_lp[r])] for r in range(n_k)]
-            if rest_lp is not None:
-                for r, value in zip(rows, rest_lp.tolist()):
-                    per_row[r].append(value)
-            for row, k in enumerate(nonempty):
-                lps = tuple(per_row[row])
-                results[k] = ContinuationScore(math.fsum(lps), len(lps), len(request.continuations[k]), lps)
-        return [r for r in results if r is not None]
+        return prompt_ids, [c for _, c in pairs]
+
+    def _prompt_state(self, prompt_ids: Sequence[int], cache: Any, cached_ids: Sequence[int]) -> tuple[Any, Any, int]:
+        """KV cache and last hidden state of ``prompt_ids``, reusing ``cache`` (which holds ``cached_ids``).
+
+        The cache is cropped to the longest common token prefix of the two prompts (at most
+        len(prompt_ids) - 1, so at least one token runs and yields the last hidden state) and
+        only the remaining tokens are run, at positions lcp .. len - 1. With causal attention
+        the keys and values of a prefix depend on the prefix alone, so the result equals a
+        full forward pass up to floating-point rounding. Returns (cache, h_last, reused tokens).
+        """
+        import torch
+
+        dev = self.device
+        reuse = 0
+        if cache is not None:
+            reuse = min(common_prefix_length(cached_ids, prompt_ids), len(prompt_ids) - 1)
+        if reuse > 0:
+            if reuse < len(cached_ids):
+                cache.crop(reuse - len(cached_ids))
+            positions = torch.arange(reuse, len(prompt_ids), device=dev)
+            out = self._decoder(input_ids=torch.tensor([prompt_ids[reuse:]], device=dev), past_key_values=cache,
+                                position_ids=positions[None], cache_position=positions, use_cache=True)
+        else:
+            out = self._decoder(input_ids=torch.tensor([prompt_ids], device=dev), use_cache=True)
+        return out.past_key_values, out.last_hidden_state[0, -1], reuse
+
+    def _continuation_logprobs(self, cache: Any, h_last: Any, plen: int,
+                               conts: Sequence[Sequence[int]]) -> list[tuple[float, ...]]:
+        """Per-token log-probabilities of each (non-empty) continuation after a prompt of ``plen`` tokens.
+
+        The prompt's cache is repeated once per continuation, the right-padded
+        continuations run in one batch, and the cache is restored to the single prompt
+        afterwards (so the caller may reuse it for the next prompt).
+        """
+        import torch
+
+        dev = self.device
+        n_k = len(conts)
+        lmax = max(len(c) for c in conts)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((n_k, lmax), pad, dtype=torch.long, device=dev)
+        for row, c in enumerate(conts):
+            ids[row, :len(c)] = torch.tensor(c, device=dev)
+        rows, cols, targets = [], [], []
+        for row, c in enumerate(conts):
+            for j in range(1, len(c)):
+                rows.append(row)
+                cols.append(j - 1)
+                targets.append(c[j])
+        first_lp = self._logprobs_at(h_last[None].expand(n_k, -1), torch.tensor([c[0] for c in conts], device=dev))
+        per_row: list[list[float]] = [[float(first_lp[r])] for r in range(n_k)]
+        if rows and lmax > 1:
+            cache.batch_repeat_interleave(n_k)
+            # right padding + causal attention: pads only follow real tokens, so
+            # no attention mask is needed; positions continue after the prompt.
+            positions = torch.arange(plen, plen + lmax - 1, device=dev)[None].expand(n_k, -1)
+            hid = self._decoder(input_ids=ids[:, :lmax - 1], past_key_values=cache,
+                                position_ids=positions, cache_position=positions[0],
+                                use_cache=True).last_hidden_state
+            sel = hid[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
+            rest_lp = self._logprobs_at(sel, torch.tensor(targets, device=dev))
+            for r, value in zip(rows, rest_lp.tolist()):
+                per_row[r].append(value)
+            cache.crop(-(lmax - 1))
+            cache.batch_select_indices(torch.tensor([0], device=dev))
+        return [tuple(v) for v in per_row]
+
+    def _cache_is_croppable(self, cache: Any) -> bool:
+        """Whether every layer of ``cache`` keeps all past keys (no sliding window), so cropping is exact."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[list[ContinuationScore]]:
-        """Log-likelihood of each continuation given its prompt, sharing the prompt's KV cache."""
-        return [self._score_one(r) for r in requests]
+        """Log-likelihood of each continuation given its prompt, sharing KV caches.
+
+        Within a prompt, the K continuations share the prompt's cache. Across prompts
+        (``prefix_sharing``, on by default), requests are visited in lexicographic order
+        of their prompt token ids, and each prompt reuses the cache of the previous one up
+        to their longest common token prefix: the ICL levels of one retriever share the
+        retrieved context, and pipelines that retrieve the same first passages share those.
+        For sorted sequences the predecessor has the longest common prefix with each
+        prompt among all earlier ones, so one cache suffices. Models whose cache cannot be
+        cropped exactly (sliding-window layers, e.g. Gemma 3) run every prompt in full.
+        ``prefix_stats`` counts prompt tokens run and reused.
+        """
+        import torch
+
+        encoded = [self._encode_request(r) for r in requests]
+        results: list[list[ContinuationScore]] = [[] for _ in requests]
+        order = sorted(range(len(requests)), key=lambda i: encoded[i][0]) if self.prefix_sharing else range(len(requests))
+        cache, cached_ids = None, []
+        with torch.inference_mode():
+            for i in order:
+                request = requests[i]
+                prompt_ids, conts = encoded[i]
+                nonempty = [k for k, c in enumerate(conts) if c]
+                per_token: dict[int, tuple[float, ...]] = {}
+                if nonempty:
+                    cache, h_last, reused = self._prompt_state(prompt_ids, cache, cached_ids)
+                    cached_ids = prompt_ids
+                    self.prefix_stats["prompt_tokens"] += len(prompt_ids)
+                    self.prefix_stats["reused_tokens"] += reused
+                    lps = self._continuation_logprobs(cache, h_last, len(prompt_ids), [conts[k] for k in nonempty])
+                    per_token = dict(zip(nonempty, lps))
+                    if not (self.prefix_sharing and self._cache_is_croppable(cache)):
+                        cache, cached_ids = None, []
+                for k, text in enumerate(request.continuations):
+                    lp = per_token.get(k, ())
+                    results[i].append(ContinuationScore(math.fsum(lp), len(lp), len(text), lp))
+        return results
 
     def score_naive(self, requests: Sequence[ScoreRequest]) -> list[list[ContinuationScore]]:
         """Reference implementation: one full forward pass per (prompt, continuation)."""

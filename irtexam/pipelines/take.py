@@ -332,6 +332,8 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
             finally:
                 for bar in bars.values():
                     bar.close()
+                if isinstance(getattr(llm, "prefix_stats", None), dict):  # prompt tokens run / reused this run
+                    models[label]["prefix_stats"] = dict(llm.prefix_stats)
     finally:
         log.close()
 
