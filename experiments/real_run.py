@@ -24,6 +24,10 @@ Stages (``--stage``):
 * ``take``: stage 2, ``irtexam take experiments/real_run/grid.yaml --out
   experiments/real_run/take`` (4 LLMs x 5 retrievers x ICL 0/1/2; resumable). Refuses to
   start before generation is complete unless ``--force``.
+* ``publish``: ``irtexam take ... --tables-only`` (rebuild the tables from the answers
+  logged so far, no LLM), then copy answers.parquet (zstd), responses.csv.gz,
+  accuracy.csv, retrieval_recall.csv, provenance.json and grid.yaml to ``data/real_run/``.
+  Works on a partial grid (``counts.missing_pairs`` in provenance.json says how partial).
 
 Run order of the chunks (prefix-stable, so raising ``--n-chunks`` keeps every finished
 generation): first the 260-chunk seeded sample ``select_chunks(chunks, 260, seed)`` that
@@ -306,8 +310,38 @@ def stage_take(args: argparse.Namespace) -> None:
     sys.exit(cli(["take", str(GRID_SPEC), "--out", str(TAKE_DIR), "--threads", str(args.threads)]))
 
 
+PUBLISHED = ("answers.parquet", "responses.csv", "accuracy.csv", "retrieval_recall.csv", "provenance.json")
+
+
+def stage_publish(args: argparse.Namespace) -> None:
+    """Rebuild the take tables from answers.jsonl (no LLM) and copy them, compressed, to data/real_run/."""
+    import shutil
+
+    import pandas as pd
+
+    from irtexam.cli import main as cli
+
+    code = cli(["take", str(GRID_SPEC), "--out", str(TAKE_DIR), "--tables-only", "--no-progress"])
+    if code:
+        raise SystemExit(code)
+    missing = [name for name in PUBLISHED if not (TAKE_DIR / name).exists()]
+    if missing:
+        raise SystemExit(f"{TAKE_DIR} lacks {missing}: nothing answered yet?")
+    answers = pd.read_parquet(TAKE_DIR / "answers.parquet")
+    answers.to_parquet(DATA_DIR / "answers.parquet", index=False, compression="zstd")
+    pd.read_csv(TAKE_DIR / "responses.csv", dtype=str, keep_default_na=False).to_csv(
+        DATA_DIR / "responses.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
+    for name in ("accuracy.csv", "retrieval_recall.csv", "provenance.json"):
+        shutil.copyfile(TAKE_DIR / name, DATA_DIR / name)
+    shutil.copyfile(GRID_SPEC, DATA_DIR / "grid.yaml")
+    prov = json.loads((DATA_DIR / "provenance.json").read_text())
+    sizes = {p.name: p.stat().st_size for p in sorted(DATA_DIR.iterdir()) if p.name.startswith(
+        ("answers", "responses", "accuracy", "retrieval", "provenance", "grid"))}
+    log(f"published {len(answers)} answers ({prov['counts']['missing_pairs']} pairs missing) to {DATA_DIR}: {sizes}")
+
+
 STAGES = {"generate": stage_generate, "report": stage_report, "status": stage_status,
-          "checkpoint": stage_checkpoint, "take": stage_take}
+          "checkpoint": stage_checkpoint, "take": stage_take, "publish": stage_publish}
 
 
 def main() -> None:

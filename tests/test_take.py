@@ -140,6 +140,25 @@ def test_resume_after_crash_rescoring_nothing_finished(tmp_path):
     assert third.scored_pairs == 0 and third.resumed_pairs == 96
 
 
+def test_tables_only_rebuilds_a_partial_grid_without_loading_a_model(tmp_path):
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    crashing = OpenBookFakeLLM("fake-a", fail_after=2)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        take_exam(spec, out, llm_factory=lambda e: crashing, progress=False)
+    res = take_exam(spec, out, llm_factory=lambda e: pytest.fail("model loaded"), progress=False,
+                    score_pending=False)
+    assert res.scored_pairs == 0 and res.resumed_pairs == 24 and res.missing_pairs == 96 - 24
+    assert "not answered yet: 72" in res.summary()
+    rm = ResponseMatrix.read(out / "responses.csv")
+    assert int((~pd.isna(rm.values)).sum()) == 24  # only the answered cells, nothing invented
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["counts"]["missing_pairs"] == 72
+    # the real run then picks up where the log ends
+    full = take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    assert full.scored_pairs == 72 and full.missing_pairs == 0
+
+
 def test_changed_template_invalidates_log(tmp_path):
     spec = _spec(tmp_path)
     out = tmp_path / "run"

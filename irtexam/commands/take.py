@@ -16,6 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory (created; reused to resume)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--tables-only", action="store_true",
+                   help="load no LLM: rebuild the output tables from the answers logged so far in --out "
+                        "(pairs not yet answered stay missing and are counted)")
     p.set_defaults(func=run)
 
 
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ..pipelines.take import take_exam
 
     spec = load_spec(args.spec)
-    result = take_exam(spec, args.out, progress=not args.no_progress)
+    result = take_exam(spec, args.out, progress=not args.no_progress, score_pending=not args.tables_only)
     print(result.summary())
     acc = result.out_dir / "accuracy.csv"
     if acc.exists():

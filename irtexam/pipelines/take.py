@@ -75,6 +75,7 @@ class TakeResult:
     unreadable_lines: int = 0
     dedup: DedupStats = field(default_factory=DedupStats)
     oracle_missing: int = 0
+    missing_pairs: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -84,7 +85,8 @@ class TakeResult:
                 f"(other spec/template), {self.unreadable_lines} unreadable log lines skipped; "
                 f"score requests {self.dedup.requested}, distinct {self.dedup.unique} "
                 f"({self.dedup.saved} shared across pipelines); items without a usable oracle chunk: "
-                f"{self.oracle_missing}; {self.seconds:.1f} s")
+                f"{self.oracle_missing}; (pipeline, item) pairs not answered yet: {self.missing_pairs}; "
+                f"{self.seconds:.1f} s")
 
 
 def portable_path(path: str | Path | None) -> str | None:
@@ -229,11 +231,13 @@ def _versions() -> dict[str, str]:
 
 def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | None = None,
               progress: bool = True, items: Sequence[ExamItem] | None = None,
-              passages: Sequence[Passage] | None = None) -> TakeResult:
+              passages: Sequence[Passage] | None = None, score_pending: bool = True) -> TakeResult:
     """Let every pipeline of ``spec`` take the exam; writes the artifacts listed in the module doc.
 
     Resumable: finished (pipeline, item) pairs are read back from ``answers.jsonl``
-    and never scored again.
+    and never scored again. With ``score_pending=False`` no LLM is loaded: the tables
+    are rebuilt from the answers logged so far (a partial grid; ``missing_pairs`` in
+    provenance.json counts what is still to do).
     """
     from tqdm.auto import tqdm
 
@@ -289,7 +293,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
             label = entry.get("label", entry["name"])
             mine = [p for p in pipelines if p.llm == label]
             pending_items = [it for it in items if any((p.id, it.id) not in done for p in mine)]
-            if not pending_items:
+            if not pending_items or not score_pending:
                 continue
             llm = llm_factory(entry)
             models[label] = {"backend_name": llm.name, "source": entry["name"],
@@ -337,6 +341,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     finally:
         log.close()
 
+    result.missing_pairs = len(wanted) - sum(1 for key in done if key in wanted)
     result.seconds = time.perf_counter() - started
     write_outputs(spec, out, items, pipelines, done, recall_rows, models, result,
                   {"exam": exam_sha, "corpus": corpus_sha, "config": config})
