@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .model import Design, ModelSpec
+from .model import Design, ModelSpec, item_prior_terms, item_slopes_and_floors
 
 Array = jax.Array
 
@@ -59,30 +59,13 @@ def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
 
 def _cells(items: Mapping[str, Array], theta: Array, spec: ModelSpec) -> dict[str, Array]:
     """Per-cell quantities for items (unconstrained) and standardised abilities."""
-    a = jnp.exp(items["a"]) if "a" in items else jnp.ones_like(items["d"])
-    c = jax.nn.sigmoid(items["c"]) if "c" in items else jnp.full_like(items["d"], spec.fixed_c)
+    a, c = item_slopes_and_floors(items, spec)
+    c = c if "c" in items else jnp.full_like(items["d"], c)
     z = a[:, None] * theta[None, :] + items["d"][:, None]
     s = jax.nn.sigmoid(z)
     cc = c[:, None]
     p = jnp.clip(cc + (1.0 - cc) * s, 1e-12, 1.0 - 1e-7)
     return {"a": a, "c": c, "s": s, "p": p, "slope": (1.0 - cc) * s * (1.0 - s)}
-
-
-def _item_prior_terms(items: Mapping[str, Array], spec: ModelSpec) -> tuple[dict[str, Array], dict[str, Array]]:
-    """Per item: gradient and negative second derivative of the log prior (the priors are separable)."""
-    grad: dict[str, Array] = {}
-    precision: dict[str, Array] = {}
-    if "a" in items:
-        grad["a"] = -(items["a"] - spec.log_a_loc) / spec.log_a_scale ** 2
-        precision["a"] = jnp.full_like(items["a"], 1.0 / spec.log_a_scale ** 2)
-    grad["d"] = -items["d"] / spec.b_scale ** 2
-    precision["d"] = jnp.full_like(items["d"], 1.0 / spec.b_scale ** 2)
-    if "c" in items:
-        alpha, beta = spec.c_prior
-        c = jax.nn.sigmoid(items["c"])
-        grad["c"] = alpha - (alpha + beta) * c
-        precision["c"] = (alpha + beta) * c * (1.0 - c)
-    return grad, precision
 
 
 def binary_item_information(a: Array, c: Array, s: Array, w: Array, slope: Array, theta: Array,
@@ -156,7 +139,7 @@ def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec
     cu = c * (1.0 - c)
     full_grad = {"a": a * ((score * slope) @ theta), "d": (score * slope).sum(axis=1),
                  "c": cu * (score * (1.0 - s)).sum(axis=1)}
-    prior_grad, prior_precision = _item_prior_terms(items, spec)
+    prior_grad, prior_precision = item_prior_terms(items, spec)
     info = binary_item_information(a, c, s, w, slope, theta, names)
     info = info + jax.vmap(jnp.diag)(jnp.stack([prior_precision[r] for r in names], axis=-1))
     grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)

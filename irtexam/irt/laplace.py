@@ -35,7 +35,7 @@ import numpy as np
 
 from . import likelihood as lk
 from .alternating import binary_item_information
-from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds
+from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds, item_prior_terms
 
 ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 
@@ -78,21 +78,17 @@ class LaplaceCovariance:
 def prior_precision(params: Mapping[str, jax.Array], spec: ModelSpec) -> dict[str, np.ndarray]:
     """Diagonal of -d2 log prior / du2 for every unconstrained parameter (all priors are separable).
 
-    Normal priors: 1 / scale^2. logit c with c ~ Beta(alpha, beta): (alpha + beta) c (1 - c).
+    Item parameters: :func:`irtexam.irt.model.item_prior_terms` (float64). Abilities and
+    facet levels (N(0, theta_scale^2)): 1 / theta_scale^2; GRM residuals (N(0, 1)): 1;
     log sigma with sigma ~ HalfNormal(1): 2 sigma^2.
     """
-    out: dict[str, np.ndarray] = {}
-    for key, value in params.items():
-        value = np.asarray(value, dtype=np.float64)
-        if key == "a":
-            out[key] = np.full(value.shape, 1.0 / spec.log_a_scale ** 2)
-        elif key in ("d", "b1"):
-            out[key] = np.full(value.shape, 1.0 / spec.b_scale ** 2)
-        elif key in ("gap", "resid"):
+    values = {key: np.asarray(value, dtype=np.float64) for key, value in params.items()}
+    out = item_prior_terms({k: v for k, v in values.items() if k in ITEM_KEYS}, spec, xp=np)[1]
+    for key, value in values.items():
+        if key in out:
+            continue
+        if key == "resid":
             out[key] = np.ones(value.shape)
-        elif key == "c":
-            c = 1.0 / (1.0 + np.exp(-value))
-            out[key] = sum(spec.c_prior) * c * (1.0 - c)
         elif key == "sigma_resid":
             out[key] = np.asarray(2.0 * np.exp(2.0 * value))
         else:  # theta_raw, z_<facet>

@@ -346,6 +346,43 @@ def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) 
 
 
 # ----------------------------------------------------------------------------- densities
+def item_slopes_and_floors(items: Mapping[str, jax.Array], spec: ModelSpec) -> tuple[jax.Array, Any]:
+    """Binary items' discrimination a = exp(log a) (ones without ``a``: the 1PL) and lower
+    asymptote c = sigmoid(logit c) per item, or the model's fixed c (a float) without ``c``."""
+    a = jnp.exp(items["a"]) if "a" in items else jnp.ones_like(items["d"])
+    c: Any = jax.nn.sigmoid(items["c"]) if "c" in items else spec.fixed_c
+    return a, c
+
+
+def item_prior_terms(items: Mapping[str, Any], spec: ModelSpec, xp: Any = jnp) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per item parameter: gradient and precision (-d2/du2) of the log prior, unconstrained scale.
+
+    The item priors are separable, so both are elementwise:
+    log a ~ N(loc, s^2): g = -(u - loc) / s^2, h = 1 / s^2; d, b1 ~ N(0, s_b^2): g = -u / s_b^2,
+    h = 1 / s_b^2; log gap ~ N(0, 1): g = -u, h = 1; logit c with c ~ Beta(alpha, beta):
+    g = alpha - (alpha + beta) c, h = (alpha + beta) c (1 - c). ``xp`` is ``jax.numpy``
+    (traceable, used by the MAP solver) or ``numpy`` (float64, used by the Laplace step).
+    """
+    grad: dict[str, Any] = {}
+    precision: dict[str, Any] = {}
+    for key, value in items.items():
+        if key == "a":
+            grad[key] = -(value - spec.log_a_loc) / spec.log_a_scale ** 2
+            precision[key] = xp.full_like(value, 1.0 / spec.log_a_scale ** 2)
+        elif key in ("d", "b1"):
+            grad[key] = -value / spec.b_scale ** 2
+            precision[key] = xp.full_like(value, 1.0 / spec.b_scale ** 2)
+        elif key == "gap":
+            grad[key] = -value
+            precision[key] = xp.ones_like(value)
+        elif key == "c":
+            alpha, beta = spec.c_prior
+            c = 1.0 / (1.0 + xp.exp(-value))
+            grad[key] = alpha - (alpha + beta) * c
+            precision[key] = (alpha + beta) * c * (1.0 - c)
+    return grad, precision
+
+
 def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec) -> jax.Array:
     """Log prior density of the unconstrained parameters (Jacobians included)."""
     total = jnp.zeros(())
@@ -378,10 +415,9 @@ def cell_loglik(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design
         logp = lk.graded_category_logprobs(theta[None, :], a[:, None], grm_thresholds(params))
         k = jnp.clip(y, 0, design.max_score).astype(jnp.int32)
         return jnp.take_along_axis(logp, k[..., None], axis=-1)[..., 0]
-    a = jnp.exp(params["a"])[:, None] if "a" in params else 1.0
-    b = -params["d"][:, None] / a
-    c: Any = jax.nn.sigmoid(params["c"])[:, None] if "c" in params else spec.fixed_c
-    return lk.bernoulli_loglik_cells(y, theta[None, :], a, b, c)
+    a, c = item_slopes_and_floors(params, spec)
+    b = -params["d"] / a
+    return lk.bernoulli_loglik_cells(y, theta[None, :], a[:, None], b[:, None], c[:, None] if "c" in params else c)
 
 
 def log_likelihood(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design,
@@ -395,10 +431,8 @@ def log_likelihood(params: Mapping[str, jax.Array], spec: ModelSpec, design: Des
     if spec.kind == "grm":
         return jnp.sum(jnp.where(mask, cell_loglik(params, spec, design, y), 0.0))
     theta = examinee_theta(params, spec, design)
-    d = params["d"]
-    a = jnp.exp(params["a"]) if "a" in params else jnp.ones_like(d)
-    c: Any = jax.nn.sigmoid(params["c"]) if "c" in params else (spec.fixed_c or None)
-    return lk.binary_loglik(y, mask, theta, a, d, c)
+    a, c = item_slopes_and_floors(params, spec)
+    return lk.binary_loglik(y, mask, theta, a, params["d"], c if "c" in params or c else None)
 
 
 SCALE_ANCHOR_SD = 0.1
