@@ -76,6 +76,24 @@ def test_demo_help_explains_own_corpus_and_served_model():
     assert "--corpus" in run.stdout and "http://localhost:8000/v1" in run.stdout and "--api-key-env" in run.stdout
 
 
+def test_demo_prefers_the_complete_real_run_matrix(tmp_path):
+    import json
+
+    from irtexam.commands.demo import bundled_responses
+
+    assert bundled_responses(tmp_path) is None
+    (tmp_path / "responses").mkdir()
+    (tmp_path / "responses" / "responses.csv.gz").write_bytes(b"")
+    (tmp_path / "real_run").mkdir()
+    (tmp_path / "real_run" / "responses.csv.gz").write_bytes(b"")
+    assert bundled_responses(tmp_path) == tmp_path / "responses" / "responses.csv.gz"  # no provenance: not trusted
+    prov = tmp_path / "real_run" / "provenance.json"
+    prov.write_text(json.dumps({"counts": {"missing_pairs": 12}}))
+    assert bundled_responses(tmp_path) == tmp_path / "responses" / "responses.csv.gz"  # partial grid
+    prov.write_text(json.dumps({"counts": {"missing_pairs": 0}}))
+    assert bundled_responses(tmp_path) == tmp_path / "real_run" / "responses.csv.gz"
+
+
 def test_statistics_core_does_not_import_torch():
     code = ("import sys, irtexam; from irtexam.irt import fit, simulate; from irtexam.cli import build_parser; "
             "build_parser(); r, _ = simulate(20, 10); fit(r, model='2pl'); "

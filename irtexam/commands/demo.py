@@ -9,7 +9,8 @@ would run by hand; all LLM calls are cached, so a re-run resumes):
   4. take             a small grid of pipelines (LLMs x retrievers x ICL) answers them
   5. fit              a hierarchical 3PL on the live responses
   6. fit + report     the full IRT analysis and an HTML report on the bundled real
-                      response matrix (data/responses/), when it is present
+                      response matrix (data/real_run/ when its grid is complete, else
+                      data/responses/)
 """
 
 from __future__ import annotations
@@ -54,12 +55,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def bundled_responses() -> Path | None:
-    """The real response matrix shipped in data/responses/, if this checkout has one."""
-    root = Path(__file__).resolve().parents[2] / "data" / "responses"
-    for name in ("responses.parquet", "responses.csv.gz", "responses.csv"):
-        if (root / name).exists():
-            return root / name
+BUNDLED_MATRICES = ("real_run", "responses")  # preference order under data/
+
+
+def bundled_responses(data_dir: Path | None = None) -> Path | None:
+    """The real response matrix shipped with this checkout, if any.
+
+    Prefers the real run (data/real_run/: the generated PostgreSQL exam taken by the
+    60-pipeline grid) once its grid is complete (``counts.missing_pairs == 0`` in its
+    provenance.json), else the MMLU grid in data/responses/.
+    """
+    data_dir = data_dir or Path(__file__).resolve().parents[2] / "data"
+    for folder in BUNDLED_MATRICES:
+        root = data_dir / folder
+        provenance = root / "provenance.json"
+        if folder == "real_run":
+            try:
+                if json.loads(provenance.read_text(encoding="utf-8"))["counts"]["missing_pairs"] != 0:
+                    continue
+            except (OSError, KeyError, TypeError, json.JSONDecodeError):
+                continue
+        for name in ("responses.parquet", "responses.csv.gz", "responses.csv"):
+            if (root / name).exists():
+                return root / name
     return None
 
 
@@ -145,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     t = _stage("6/6 full analysis of the bundled real response matrix")
     real = Path(args.responses) if args.responses else bundled_responses()
     if real is None:
-        print("no bundled real response matrix in this checkout (data/responses/); reporting on the live run")
+        print("no bundled real response matrix in this checkout (data/real_run/, data/responses/); "
+              "reporting on the live run")
         fit_dir, exam_for_report = out / "fit_live", exam
     else:
         fit_dir = out / "fit_real"
