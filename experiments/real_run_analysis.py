@@ -63,6 +63,45 @@ def accuracy_tables(responses: irtexam.ResponseMatrix) -> pd.DataFrame:
     return per.reset_index()
 
 
+def grid_order(take: Path, responses: irtexam.ResponseMatrix) -> dict[str, list[str]]:
+    """LLM and retriever levels in the grid spec's order (provenance.json's pipelines), else sorted."""
+    order = {f: list(responses.facet_levels(f)) for f in ("llm", "retriever")}
+    try:
+        pipelines = json.loads((take / "provenance.json").read_text())["pipelines"]
+    except (OSError, KeyError, json.JSONDecodeError):
+        return order
+    for position, facet in ((0, "llm"), (1, "retriever")):
+        spec_order = list(dict.fromkeys(p.split("|")[position] for p in pipelines))
+        order[facet] = [level for level in spec_order if level in order[facet]] + \
+            [level for level in order[facet] if level not in spec_order]
+    return order
+
+
+def plot_accuracy_grid(accuracy: pd.DataFrame, ax=None, order: dict[str, list[str]] | None = None):
+    """Heat map of the best accuracy over ICL per llm x retriever, annotated with the ICL level
+    that reached it (paper Table 2 / Fig. 1 analogue); returns ax."""
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    icl_cols = [c for c in accuracy.columns if c.startswith("icl")]
+    order = order or {}
+    llms = order.get("llm") or list(dict.fromkeys(accuracy["llm"]))
+    retrievers = order.get("retriever") or list(dict.fromkeys(accuracy["retriever"]))
+    table = accuracy.set_index(["llm", "retriever"])
+    grid = np.array([[table.loc[(l, r), "best"] if (l, r) in table.index else np.nan for r in retrievers]
+                     for l in llms])
+    image = ax.imshow(grid, cmap="viridis", aspect="auto")
+    for i, l in enumerate(llms):
+        for j, r in enumerate(retrievers):
+            if (l, r) in table.index:
+                row = table.loc[(l, r)]
+                best_icl = row[icl_cols].astype(float).idxmax()
+                ax.text(j, i, f"{row['best']:.2f}\n{best_icl}", ha="center", va="center", fontsize=8,
+                        color="white" if row["best"] < np.nanmean(grid) else "black")
+    ax.set_xticks(range(len(retrievers)), retrievers, rotation=20)
+    ax.set_yticks(range(len(llms)), llms)
+    ax.figure.colorbar(image, ax=ax, label="best accuracy over ICL")
+    return ax
+
+
 def recall_vs_ability(take: Path, facets: pd.DataFrame) -> pd.DataFrame | None:
     """Join recall@k of each retriever with its fitted ability level."""
     path = take / "retrieval_recall.csv"
@@ -148,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     accuracy = accuracy_tables(responses) if set(FACETS) <= set(responses.facet_names) else None
     if accuracy is not None:
         accuracy.to_csv(out / "accuracy_grid.csv", index=False)
-        sections += ["## Accuracy (paper Table 2)", markdown_table(accuracy)]
+        sections += ["## Accuracy (paper Table 2)", markdown_table(accuracy), "![accuracy grid](accuracy_grid.png)"]
+        order = grid_order(take, responses)
+        ax = plot_accuracy_grid(accuracy, order=order)
+        ax.figure.tight_layout()
+        ax.figure.savefig(out / "accuracy_grid.png", dpi=120)
+        plt.close(ax.figure)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
