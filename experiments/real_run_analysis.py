@@ -117,8 +117,9 @@ def plot_recall(table: pd.DataFrame, ax=None):
     ax = ax or plt.subplots(figsize=(5, 4))[1]
     ax.errorbar(table["recall"], table["theta"], yerr=[table["theta"] - table["theta_low"],
                                                        table["theta_high"] - table["theta"]], fmt="o", capsize=3)
-    for _, row in table.iterrows():
-        ax.annotate(row["retriever"], (row["recall"], row["theta"]), textcoords="offset points", xytext=(4, 4))
+    for i, (_, row) in enumerate(table.sort_values("recall").iterrows()):  # alternate sides: no overlaps
+        ax.annotate(row["retriever"], (row["recall"], row["theta"]), textcoords="offset points",
+                    xytext=(5, 5) if i % 2 == 0 else (5, -13))
     ax.set_xlabel("recall@k of the source chunk")
     ax.set_ylabel("retriever ability (90 % interval)")
     return ax
