@@ -1,6 +1,6 @@
 """Issue 7 analyses of a grid run: the paper's tables and figures from one `irtexam take` folder.
 
-    .venv/bin/python experiments/real_run_analysis.py                       # experiments/real_run/take -> figures/real_run
+    .venv/bin/python experiments/real_run_analysis.py                       # data/real_run -> figures/real_run
     .venv/bin/python experiments/real_run_analysis.py --take DIR --exam EXAM --out DIR
 
 Reads the take folder (responses.csv, accuracy.csv, retrieval_recall.csv) and the exam,
@@ -169,7 +169,7 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--take", default=str(REPO / "experiments" / "real_run" / "take"), help="irtexam take folder")
+    ap.add_argument("--take", default=str(REPO / "data" / "real_run"), help="irtexam take folder (default: the published real run)")
     ap.add_argument("--exam", default=str(REPO / "data" / "real_run" / "exam.jsonl"), help="exam JSONL")
     ap.add_argument("--out", default=str(REPO / "figures" / "real_run"), help="output folder")
     ap.add_argument("--reference", default="closed-book", help="retriever the contrasts are taken against")
