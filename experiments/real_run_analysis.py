@@ -63,6 +63,27 @@ def accuracy_tables(responses: irtexam.ResponseMatrix) -> pd.DataFrame:
     return per.reset_index()
 
 
+def selection_bias(answers: pd.DataFrame, items: Any) -> pd.DataFrame:
+    """Per LLM: accuracy under the grid's rule and the other length normalisations, and how
+    often the pick is the longest candidate or the most frequent position.
+
+    ``chosen_token`` / ``chosen_char`` / ``chosen_sum`` are the picks under per-token,
+    per-character and no normalisation of the summed log-likelihood (all logged by
+    ``irtexam take``); the longest candidate is the one with the most characters.
+    """
+    longest = {it.id: max(range(len(it.choices)), key=lambda k: len(it.choices[k])) for it in items}
+    frame = answers.assign(longest=answers["item"].map(longest))
+    rows = []
+    for llm, group in frame.groupby("llm", sort=False):
+        row = {"llm": llm, "answers": len(group)}
+        for rule in ("token", "char", "sum"):
+            row[f"accuracy_{rule}"] = float((group[f"chosen_{rule}"] == group["answer"]).mean())
+        row["picks_longest"] = float((group["chosen"] == group["longest"]).mean())
+        row["top_position_share"] = float(group["chosen"].value_counts(normalize=True).iloc[0])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def grid_order(take: Path, responses: irtexam.ResponseMatrix) -> dict[str, list[str]]:
     """LLM and retriever levels in the grid spec's order (provenance.json's pipelines), else sorted."""
     order = {f: list(responses.facet_levels(f)) for f in ("llm", "retriever")}
@@ -245,9 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     from irtexam.filters.baselines import bias_baselines
 
     if Path(args.exam).exists():
-        baselines = bias_baselines(read_exam(args.exam))
+        exam_items = read_exam(args.exam)
+        baselines = bias_baselines(exam_items)
         (out / "bias_baselines.json").write_text(json.dumps(baselines, indent=1))
         sections += ["## Bias baselines of the exam", "```\n" + json.dumps(baselines, indent=1) + "\n```"]
+        if (take / "answers.parquet").exists():
+            bias = selection_bias(pd.read_parquet(take / "answers.parquet"), exam_items)
+            bias.to_csv(out / "selection_bias.csv", index=False)
+            sections += ["## How the LLMs pick (accuracy per length normalisation, longest-candidate and "
+                         "top-position share)", markdown_table(bias)]
 
     (out / "results.md").write_text("\n\n".join(sections) + "\n")
     print(f"wrote {out / 'results.md'} and tables/figures in {out} ({time.perf_counter() - started:.0f} s)")
