@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -157,6 +158,26 @@ def test_tables_only_rebuilds_a_partial_grid_without_loading_a_model(tmp_path):
     # the real run then picks up where the log ends
     full = take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
     assert full.scored_pairs == 72 and full.missing_pairs == 0
+
+
+def test_changing_the_normalisation_rereads_the_log_without_scoring(tmp_path):
+    out = tmp_path / "run"
+    first = take_exam(_spec(tmp_path), out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    assert first.scored_pairs == 96
+    by_char = pd.read_parquet(out / "answers.parquet")
+    assert (by_char.normalisation == "char").all() and (by_char.chosen == by_char.chosen_char).all()
+    spec_sum = _spec(tmp_path, "normalisation: sum\n")
+    again = take_exam(spec_sum, out, llm_factory=lambda e: pytest.fail("model loaded"), progress=False)
+    assert again.scored_pairs == 0 and again.resumed_pairs == 96
+    by_sum = pd.read_parquet(out / "answers.parquet")
+    assert (by_sum.normalisation == "sum").all() and (by_sum.chosen == by_sum.chosen_sum).all()
+    assert (by_sum.correct == (by_sum.chosen_sum == by_sum.answer).astype(int)).all()
+    rm = ResponseMatrix.read(out / "responses.csv")
+    assert int(np.nansum(rm.values)) == int(by_sum.correct.sum())
+    assert json.loads((out / "provenance.json").read_text())["counts"]["answers_reread_under_normalisation"] == 96
+    # the log itself is untouched: it still records the rule each answer was taken under
+    logged = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert {r["normalisation"] for r in logged} == {"char"}
 
 
 def test_changed_template_invalidates_log(tmp_path):

@@ -44,10 +44,16 @@ def test_small_grid_with_smollm2(smol, tmp_path):
     answers = pd.read_parquet(out / "answers.parquet")
     assert all(np.all(np.array(lp) < 0) for lp in answers.logprob_sum)
     assert (answers[answers.retriever == "bm25"].n_passages == 1).all()
-    # the recorded choice is the argmax of the per-token mean, recomputed from the sums
+    # the recorded choice (default rule: per character, lm-eval acc_norm) and the per-token
+    # pick are the argmaxes of the sums divided by characters and by tokens
     for _, row in answers.iterrows():
-        mean = np.array(row.logprob_sum) / np.array(row.n_tokens)
-        assert row.chosen == int(np.argmax(mean)) and row.correct == int(row.chosen == row.answer)
+        item = next(i for i in items if i.id == row["item"])
+        n_chars = np.array([len(c) for c in spec.prompt.continuations(item)])
+        per_char = np.array(row.logprob_sum) / n_chars
+        per_token = np.array(row.logprob_sum) / np.array(row.n_tokens)
+        assert row.normalisation == "char"
+        assert row.chosen == int(np.argmax(per_char)) and row.correct == int(row.chosen == row.answer)
+        assert row.chosen_token == int(np.argmax(per_token))
     # the scores equal a naive per-candidate forward pass on the same prompt (fp32)
     from irtexam.exam.schema import read_exam as _r
     from irtexam.llm.base import ScoreRequest

@@ -105,7 +105,7 @@ def write_spec(path: Path, exam: Path, corpus: str, llms: list[str], retrievers:
     spec = {"name": "demo", "exam": str(exam.resolve()), "corpus": corpus_path,
             "llms": [({"name": llm, "api_key_env": api_key_env} if llm.startswith("http") and api_key_env else llm)
                      for llm in llms],
-            "retrievers": retrievers, "icl": icl, "top_k": 2, "seed": seed, "normalisation": "token"}
+            "retrievers": retrievers, "icl": icl, "top_k": 2, "seed": seed, "normalisation": "char"}
     path.write_text(json.dumps(spec, indent=2))
     return path
 

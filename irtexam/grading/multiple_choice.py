@@ -3,9 +3,10 @@
 For a prompt x and candidate continuation y = (y_1..y_T) with |y| characters:
 
 * sum:   LL(y)       = sum_t log P(y_t | x, y_<t)
-* token: LL(y) / T   (length-normalised; the paper's rule, lm-eval's ``acc_norm``-like
-                      choice by mean token log-likelihood; the default)
-* char:  LL(y) / |y| (lm-eval's ``acc_norm``)
+* token: LL(y) / T   (mean log-likelihood per token)
+* char:  LL(y) / |y| (lm-eval's ``acc_norm``; the default: the paper selects "the answer
+                      with maximal length-penalized log-likelihood" with lm-eval, and its
+                      task files score ``acc`` (= sum) and ``acc_norm``)
 
 The chosen answer is argmax over candidates of the configured normalisation (first
 index on ties). :func:`score_deduplicated` sends each distinct ScoreRequest once.

@@ -11,7 +11,7 @@ Example (YAML; TOML has the same keys)::
     icl: [0, 1, 2]
     top_k: 3
     seed: 0
-    normalisation: token             # token (default, length-normalised) | char | sum
+    normalisation: char              # char (default: per character, lm-eval acc_norm) | token | sum
     prompt: {context: "Context:\\n{passages}\\n\\n"}   # optional template overrides
     generate: false                  # or {max_new_tokens: 64}: also keep a free-form answer
     batch_items: 4                   # items scored per LLM call batch
@@ -62,7 +62,7 @@ class GridSpec:
     icl_pool: Path | None = None
     top_k: int = 3
     seed: int = 0
-    normalisation: str = "token"
+    normalisation: str = "char"
     prompt: PromptTemplate = field(default_factory=PromptTemplate)
     generate: dict[str, Any] | None = None
     batch_items: int = 4
@@ -162,7 +162,7 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
     icl = [_int(v, "icl", src, minimum=0) for v in _as_list(data.get("icl", [0]), "icl", src)]
     if len(set(icl)) != len(icl):
         raise SpecError(f"duplicate ICL levels in {icl}", path=src, key="icl")
-    normalisation = data.get("normalisation", "token")
+    normalisation = data.get("normalisation", "char")
     if normalisation not in NORMALISATIONS:
         raise SpecError(f"must be one of {list(NORMALISATIONS)}, got {normalisation!r}", path=src, key="normalisation")
     try:

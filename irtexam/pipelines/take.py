@@ -219,6 +219,19 @@ def answer_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos
     }
 
 
+def under_normalisation(record: Mapping[str, Any], normalisation: str) -> dict[str, Any]:
+    """``record`` with its pick and correctness read under ``normalisation``.
+
+    Every logged answer carries the pick of each rule (``chosen_token``, ``chosen_char``,
+    ``chosen_sum``), so changing the spec's rule re-reads the log instead of scoring again.
+    """
+    out = dict(record)
+    pick = record.get(f"chosen_{normalisation}")
+    if pick is not None and record.get("normalisation") != normalisation:
+        out.update(chosen=pick, correct=int(pick == record["answer"]), normalisation=normalisation)
+    return out
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in ("irtexam", "torch", "transformers", "sentence-transformers", "bm25s", "numpy", "pandas"):
@@ -374,8 +387,11 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
 
     order = {p.id: i for i, p in enumerate(pipelines)}
     item_order = {it.id: i for i, it in enumerate(items)}
-    records = sorted((r for key, r in done.items() if key[0] in order and key[1] in item_order),
+    records = sorted((under_normalisation(r, spec.normalisation) for key, r in done.items()
+                      if key[0] in order and key[1] in item_order),
                      key=lambda r: (order[r["pipeline"]], item_order[r["item"]]))
+    reread = sum(1 for key, r in done.items() if key[0] in order and key[1] in item_order
+                 and r.get("normalisation") != spec.normalisation)
     answers = answers_frame(records)
     pd.DataFrame(recall_rows).to_csv(out / "retrieval_recall.csv", index=False)
     n_missing = len(pipelines) * len(items) - len(answers)
@@ -398,7 +414,8 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
         "counts": {"scored_now": result.scored_pairs, "resumed": result.resumed_pairs,
                    "stale_log_records": result.stale_records, "unreadable_log_lines": result.unreadable_lines,
                    "missing_pairs": n_missing, "score_requests": result.dedup.requested,
-                   "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing},
+                   "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing,
+                   "answers_reread_under_normalisation": reread},
         "seconds": result.seconds,
     }
     previous = out / "provenance.json"
