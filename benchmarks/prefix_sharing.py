@@ -10,8 +10,7 @@ default); this script scores the same requests with sharing on and off and print
 * prompt tokens run vs reused (from ``llm.prefix_stats``),
 * wall seconds of each mode and the speed-up,
 * the largest |difference| of the continuation log-likelihoods and the share of
-  requests where both modes pick the same candidate (per-token normalisation, the grid's
-  rule).
+  requests where both modes pick the same candidate (the grid spec's rule, per character).
 
 The requests are rebuilt from the committed answers log of the real run
 (experiments/real_run/take/answers.jsonl: passage ids and demonstration ids per answer),
@@ -37,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def grid_requests(n_items: int, llm_label: str = "smollm2-135m"):
-    """The ScoreRequests of the first ``n_items`` exam items for all 15 pipelines of one LLM."""
+    """The distinct ScoreRequests of the first ``n_items`` exam items for the 15 pipelines of
+    one LLM, and the grid's answer rule (retrieval and demonstrations are the same for every LLM)."""
     from irtexam.exam.schema import read_exam
     from irtexam.llm import ScoreRequest
     from irtexam.pipelines.spec import load_spec
@@ -51,14 +51,14 @@ def grid_requests(n_items: int, llm_label: str = "smollm2-135m"):
     with open(ROOT / "experiments" / "real_run" / "take" / "answers.jsonl", encoding="utf-8") as handle:
         for line in handle:
             rec = json.loads(line)
-            if rec["llm"] == llm_label and rec["item"] in wanted[:n_items]:
+            if rec["llm"] == llm_label and rec["item"] in wanted:
                 records.append(rec)
     requests = []
     for rec in records:
         item = items[rec["item"]]
         prompt = spec.prompt.render(item, [passages[i] for i in rec["passage_ids"]], [items[i] for i in rec["demo_ids"]])
         requests.append(ScoreRequest(prompt, spec.prompt.continuations(item)))
-    return list(dict.fromkeys(requests))  # the grid scores identical prompts once
+    return list(dict.fromkeys(requests)), spec.normalisation  # the grid scores identical prompts once
 
 
 def main() -> int:
@@ -71,10 +71,11 @@ def main() -> int:
 
     import torch
 
+    from irtexam.grading.multiple_choice import choose
     from irtexam.llm import load_llm
 
     torch.set_num_threads(args.threads)
-    requests = grid_requests(args.items)
+    requests, rule = grid_requests(args.items)
     llm = load_llm(args.llm, dtype=args.dtype)
     llm.score(requests[:1])  # warm-up
     results, seconds, stats = {}, {}, {}
@@ -87,19 +88,15 @@ def main() -> int:
         stats[mode] = {k: llm.prefix_stats[k] - before[k] for k in before}
     llm.prefix_sharing = True
 
-    def pick(row):
-        per_token = [s.logprob / max(s.n_tokens, 1) for s in row]
-        return per_token.index(max(per_token))
-
     diffs = [abs(a.logprob - b.logprob) for ra, rb in zip(results[True], results[False]) for a, b in zip(ra, rb)]
-    same = sum(pick(a) == pick(b) for a, b in zip(results[True], results[False]))
+    same = sum(choose(a, rule) == choose(b, rule) for a, b in zip(results[True], results[False]))
     run_on = stats[True]["prompt_tokens"] - stats[True]["reused_tokens"]
     print(f"{args.llm} ({llm.dtype_name}, {args.threads} threads): {len(requests)} distinct requests "
           f"({args.items} items x 15 pipelines of the real grid)")
     print(f"  prompt tokens {stats[True]['prompt_tokens']}, run with sharing {run_on} "
           f"({stats[True]['prompt_tokens'] / max(run_on, 1):.2f}x fewer)")
     print(f"  sharing on {seconds[True]:.1f} s, off {seconds[False]:.1f} s: speed-up {seconds[False] / seconds[True]:.2f}x")
-    print(f"  max |d logprob| {max(diffs):.2e} nats, same pick {same}/{len(requests)}")
+    print(f"  max |d logprob| {max(diffs):.2e} nats, same pick ({rule} rule) {same}/{len(requests)}")
     return 0
 
 

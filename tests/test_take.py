@@ -111,12 +111,18 @@ def test_dedup_shares_identical_prompts_across_pipelines(tmp_path):
     assert (a.chosen.values == b.chosen.values).all()
 
 
-def test_resume_after_crash_rescoring_nothing_finished(tmp_path):
+def _crashed_run(tmp_path):
+    """A grid whose first LLM crashes after two item batches: (spec, out folder, the crashed LLM)."""
     spec = _spec(tmp_path)
     out = tmp_path / "run"
     crashing = OpenBookFakeLLM("fake-a", fail_after=2)
     with pytest.raises(RuntimeError, match="simulated crash"):
         take_exam(spec, out, llm_factory=lambda e: crashing, progress=False)
+    return spec, out, crashing
+
+
+def test_resume_after_crash_rescoring_nothing_finished(tmp_path):
+    spec, out, crashing = _crashed_run(tmp_path)
     log = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
     finished = {(r["pipeline"], r["item"]) for r in log}
     assert len(finished) == 2 * 2 * 6  # two batches of 2 items x 6 pipelines of fake-a
@@ -142,11 +148,7 @@ def test_resume_after_crash_rescoring_nothing_finished(tmp_path):
 
 
 def test_tables_only_rebuilds_a_partial_grid_without_loading_a_model(tmp_path):
-    spec = _spec(tmp_path)
-    out = tmp_path / "run"
-    crashing = OpenBookFakeLLM("fake-a", fail_after=2)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        take_exam(spec, out, llm_factory=lambda e: crashing, progress=False)
+    spec, out, _ = _crashed_run(tmp_path)
     res = take_exam(spec, out, llm_factory=lambda e: pytest.fail("model loaded"), progress=False,
                     score_pending=False)
     assert res.scored_pairs == 0 and res.resumed_pairs == 24 and res.missing_pairs == 96 - 24

@@ -354,7 +354,6 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     finally:
         log.close()
 
-    result.missing_pairs = len(wanted) - sum(1 for key in done if key in wanted)
     result.seconds = time.perf_counter() - started
     write_outputs(spec, out, items, pipelines, done, recall_rows, models, result,
                   {"exam": exam_sha, "corpus": corpus_sha, "config": config})
@@ -387,14 +386,13 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
 
     order = {p.id: i for i, p in enumerate(pipelines)}
     item_order = {it.id: i for i, it in enumerate(items)}
-    records = sorted((under_normalisation(r, spec.normalisation) for key, r in done.items()
-                      if key[0] in order and key[1] in item_order),
+    logged = [r for key, r in done.items() if key[0] in order and key[1] in item_order]
+    reread = sum(1 for r in logged if r.get("normalisation") != spec.normalisation)
+    records = sorted((under_normalisation(r, spec.normalisation) for r in logged),
                      key=lambda r: (order[r["pipeline"]], item_order[r["item"]]))
-    reread = sum(1 for key, r in done.items() if key[0] in order and key[1] in item_order
-                 and r.get("normalisation") != spec.normalisation)
     answers = answers_frame(records)
     pd.DataFrame(recall_rows).to_csv(out / "retrieval_recall.csv", index=False)
-    n_missing = len(pipelines) * len(items) - len(answers)
+    n_missing = result.missing_pairs = len(pipelines) * len(items) - len(answers)
     if len(answers):
         answers.to_parquet(out / "answers.parquet", index=False)
         long = answers[["item", "pipeline", "correct", "llm", "retriever", "icl"]].rename(
