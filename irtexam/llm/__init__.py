@@ -23,7 +23,7 @@ _LOADED: dict[tuple[Any, ...], Any] = {}
 def load_llm(name_or_path: str | Path, *, dtype: str = "bfloat16", device: str = "cpu",
              cache_dir: str | Path | None = None, chat: bool | None = None, num_threads: int | None = None,
              model: str | None = None, api_key_env: str | None = None, max_concurrency: int = 4,
-             timeout: float = 120.0, reuse: bool = True) -> LLM:
+             timeout: float = 120.0, reuse: bool = True, **http_options: Any) -> LLM:
     """Load an LLM backend by packaged name, GGUF file, transformers dir or server URL.
 
     * ``smollm2-135m`` / ``gemma3-270m`` / ``qwen2.5-coder-0.5b`` / ``qwen2.5-coder-1.5b``:
@@ -31,7 +31,9 @@ def load_llm(name_or_path: str | Path, *, dtype: str = "bfloat16", device: str =
       ``$IRTEXAM_CACHE`` or ``~/.cache/irtexam``);
     * a ``.gguf`` file or a transformers directory;
     * ``http(s)://host:port/v1``: an OpenAI-compatible server (``model`` names the
-      served model, ``api_key_env`` the environment variable holding the key).
+      served model, ``api_key_env`` the environment variable holding the key; other
+      ``http_options`` such as ``batch_candidates``, ``max_retries``, ``progress`` go to
+      :class:`~irtexam.llm.openai_compat.OpenAICompatibleLLM`).
 
     ``cache_dir`` wraps the backend in :class:`CachedLLM` (every call cached on disk).
     With ``reuse`` (default) a local model already loaded in this process with the same
@@ -43,7 +45,9 @@ def load_llm(name_or_path: str | Path, *, dtype: str = "bfloat16", device: str =
         from .openai_compat import OpenAICompatibleLLM
 
         llm = OpenAICompatibleLLM(text, model, api_key_env=api_key_env, max_concurrency=max_concurrency,
-                                  timeout=timeout, chat=True if chat is None else chat)
+                                  timeout=timeout, chat=True if chat is None else chat, **http_options)
+    elif http_options:
+        raise TypeError(f"load_llm() got unexpected keyword argument(s) {sorted(http_options)} for a local model")
     else:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -60,5 +64,5 @@ def load_llm(name_or_path: str | Path, *, dtype: str = "bfloat16", device: str =
             if reuse:
                 _LOADED[key] = llm
     if cache_dir is not None:
-        llm = CachedLLM(llm, cache_dir)
+        llm = CachedLLM(llm, cache_dir, chunk_size=getattr(llm, "cache_chunk_size", None))
     return llm

@@ -5,7 +5,11 @@ Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/complet
 :class:`~irtexam.llm.transformers_backend.TransformersLLM` does). Requests are served
 by threads but the model runs one request at a time (a lock). Meant for tests, for
 sharing one loaded model between processes, and as a reference for what
-:class:`~irtexam.llm.openai_compat.OpenAICompatibleLLM` expects. Usage::
+:class:`~irtexam.llm.openai_compat.OpenAICompatibleLLM` expects. ``prompt`` may be a
+list (one choice per prompt, with its ``index``, as vLLM and the OpenAI API answer).
+
+``server.quirk`` makes ``/v1/completions`` answer like the real servers that break
+log-likelihood scoring, for tests (see :data:`QUIRKS`). Usage::
 
     server = serve(llm, port=0)          # background thread, free port
     client = OpenAICompatibleLLM(server.url)
@@ -21,6 +25,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .base import LLM, GenerationParams
+
+# Real-server behaviours that break scoring, reproduced on demand (server.quirk):
+QUIRKS = {
+    "no-echo": "llama.cpp's own server (ggml-org/llama.cpp#27174): echo ignored, logprobs.content only for "
+               "the generated tokens, text without the prompt",
+    "content": "newer servers (lm-eval #4158): the echoed prompt's logprobs as logprobs.content "
+               "[{token, logprob, bytes}], no text_offset",
+    "generated-only": "legacy format, but logprobs only for the generated token (offsets past the prompt)",
+    "null-logprobs": "legacy format with every token_logprob null",
+    "zeros": "legacy format with every token_logprob 0.0 (all candidates score the same)",
+    "echo-500": "HTTP 500 on every echo request (vLLM in some versions, lm-eval #1411)",
+    "no-list": "HTTP 500 on a list prompt (llama-cpp-python asserts a single prompt)",
+}
 
 
 def _params(body: dict[str, Any]) -> GenerationParams:
@@ -92,6 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(404, f"no route {self.path}")
         except _BadRequest as exc:
             self._error(400, str(exc))
+        except _ServerError as exc:
+            self._error(500, str(exc))
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages")
@@ -108,20 +127,29 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _completions(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body.get("prompt")
-        if not isinstance(prompt, str):
-            raise _BadRequest("prompt must be a string (lists are not supported by this server)")
+        quirk = self.server.quirk
+        prompts = prompt if isinstance(prompt, list) else [prompt]
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise _BadRequest("prompt must be a string or a non-empty list of strings")
+        if isinstance(prompt, list) and len(prompt) > 1 and quirk == "no-list":
+            raise _ServerError("AssertionError: len(body.prompt) <= 1")
         echo, logprobs = bool(body.get("echo")), body.get("logprobs")
+        if echo and quirk == "echo-500":
+            raise _ServerError("Internal Server Error")
+        choices = [dict(self._one_completion(p, body, echo, logprobs), index=i) for i, p in enumerate(prompts)]
+        return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
+                "model": self.server.llm.name, "choices": choices}
+
+    def _one_completion(self, prompt: str, body: dict[str, Any], echo: bool, logprobs: Any) -> dict[str, Any]:
         max_tokens = int(body.get("max_tokens") if body.get("max_tokens") is not None else 16)
-        llm = self.server.llm
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "logprobs": None}
+        llm, quirk = self.server.llm, self.server.quirk
+        choice: dict[str, Any] = {"finish_reason": "length", "logprobs": None}
         with self.server.lock:
-            if echo and logprobs is not None:
+            if echo and logprobs is not None and quirk != "no-echo":
                 scorer = getattr(llm, "token_logprobs", None)
                 if scorer is None:
                     raise _BadRequest("this backend cannot echo logprobs")
-                toks = scorer(prompt)
-                choice["logprobs"] = {"tokens": [t for t, _, _ in toks], "text_offset": [o for _, o, _ in toks],
-                                      "token_logprobs": [v for _, _, v in toks], "top_logprobs": None}
+                choice["logprobs"] = _format_logprobs(scorer(prompt), prompt, quirk)
                 # The echoed prompt is scored; generated tokens (if any) carry no logprobs here.
             generated = ""
             if max_tokens > 0:
@@ -135,9 +163,32 @@ class _Handler(BaseHTTPRequestHandler):
                         llm.chat = fmt
                 else:
                     generated = llm.generate([prompt], params)[0]
+        if quirk == "no-echo" and logprobs is not None:  # like llama.cpp: only the generated text, no prompt
+            choice["logprobs"] = {"content": [{"token": generated, "logprob": -0.5,
+                                               "bytes": list(generated.encode()), "top_logprobs": []}]}
+            echo = False
         choice["text"] = (prompt if echo else "") + generated
-        return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
-                "model": llm.name, "choices": [choice]}
+        return choice
+
+
+def _format_logprobs(toks: list[tuple[str, int, float]], prompt: str, quirk: str | None) -> dict[str, Any]:
+    """The echoed (token, offset, logprob) triples in the response format ``quirk`` selects."""
+    tokens, offsets, values = [t for t, _, _ in toks], [o for _, o, _ in toks], [v for _, _, v in toks]
+    if quirk == "content":  # bytes of each token = the prompt text between consecutive offsets
+        ends = offsets[1:] + [len(prompt)]
+        return {"content": [{"token": t, "logprob": v, "bytes": list(prompt[o:e].encode()), "top_logprobs": []}
+                            for t, o, e, v in zip(tokens, offsets, ends, values)]}
+    if quirk == "generated-only":
+        tokens, offsets, values = ["<gen>"], [len(prompt)], [-0.7]
+    elif quirk == "null-logprobs":
+        values = [None] * len(values)
+    elif quirk == "zeros":
+        values = [0.0] * len(values)
+    return {"tokens": tokens, "text_offset": offsets, "token_logprobs": values, "top_logprobs": None}
+
+
+class _ServerError(Exception):
+    pass
 
 
 class _BadRequest(Exception):
@@ -155,6 +206,7 @@ class LLMHTTPServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests_served = 0
         self.fail_next = 0
+        self.quirk: str | None = None  # one of QUIRKS, for tests
         self._thread: threading.Thread | None = None
 
     @property

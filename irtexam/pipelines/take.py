@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..exam.schema import ExamItem, read_exam
 from ..grading.multiple_choice import DedupStats, choose, score_deduplicated
 from ..llm.base import LLM, GenerationParams, ScoreRequest
+from ..llm.openai_compat import check_can_score
 from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
 from ..retrieval.evaluation import recall_at_k
 from ..retrieval.registry import build_retriever
@@ -309,6 +310,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
             if not pending_items or not score_pending:
                 continue
             llm = llm_factory(entry)
+            check_can_score(llm, label)  # a served LLM that cannot score stops here, before any answer
             models[label] = {"backend_name": llm.name, "source": entry["name"],
                              "options": {k: v for k, v in entry.items() if k not in ("name", "label")},
                                      **({"model_dir": portable_model_dir(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
