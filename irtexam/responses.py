@@ -58,6 +58,22 @@ def _format_for(path: Path) -> str:
     return formats[ext]
 
 
+def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
+    """Read a CSV/TSV with every column as text (blank = missing), columnar via pyarrow.
+
+    pyarrow's parser is ~4x faster than pandas' C parser on long tables; on any
+    file it rejects (ragged rows, odd quoting) the C parser reads it again so that
+    its error message (with the line number) is the one the user sees.
+    """
+    options = {"sep": sep, "dtype": str, "keep_default_na": False, "na_values": [""]}
+    try:
+        return pd.read_csv(path, engine="pyarrow", **options)
+    except pd.errors.EmptyDataError:
+        raise
+    except Exception:  # noqa: BLE001 - re-read below, which raises the user-facing error
+        return pd.read_csv(path, **options)
+
+
 def read_long_table(path: str | Path) -> pd.DataFrame:
     """Read a long response table from CSV/TSV/parquet/JSONL; every column as read, ids as strings."""
     path = Path(path)
@@ -65,10 +81,10 @@ def read_long_table(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(2, "No such file", str(path))
     fmt = _format_for(path)
     try:
-        if fmt == "csv":
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-        elif fmt == "tsv":
-            frame = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, na_values=[""])
+        if fmt in ("csv", "tsv"):
+            if path.stat().st_size == 0:
+                raise pd.errors.EmptyDataError
+            frame = _read_delimited(path, "," if fmt == "csv" else "\t")
         elif fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
@@ -81,48 +97,178 @@ def read_long_table(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+def _write_delimited(frame: pd.DataFrame, path: Path, sep: str, *, gzipped: bool) -> None:
+    """Write ``frame`` as CSV/TSV (blank = missing), columnar via pyarrow, gzip level 6 if ``gzipped``.
+
+    Values are written unquoted; a table with a value that needs quoting (a comma,
+    quote or newline in an id or a question) or a column pyarrow cannot type is
+    written by pandas instead (quoted where needed). Either way pandas reads it back
+    identically.
+    """
+    import gzip
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        header = sep.join(map(str, frame.columns))
+        if any(ch in header for ch in '"\r\n') or header.count(sep) != len(frame.columns) - 1:
+            raise pa.ArrowInvalid("a column name needs quoting")
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        buffer = io.BytesIO()
+        buffer.write((header + "\n").encode("utf-8"))
+        pacsv.write_csv(table, buffer, pacsv.WriteOptions(include_header=False, delimiter=sep, quoting_style="none"))
+        data = buffer.getvalue()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        frame.to_csv(path, sep=sep, index=False, compression={"method": "gzip", "compresslevel": 6, "mtime": 0}
+                     if gzipped else None)
+        return
+    if gzipped:
+        with gzip.GzipFile(path, "wb", compresslevel=6, mtime=0) as out:
+            out.write(data)
+    else:
+        path.write_bytes(data)
+
+
+_TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes"})
+_FALSE_TEXT = frozenset({"0", "0.0", "false", "f", "no"})
+_MISSING_TEXT = frozenset({"", "nan", "na", "null", "none"})
+
+
+def _parse_score(value: object, *, graded: bool) -> tuple[float, str | None]:
+    """Score of one distinct cell value: (score, None), (NaN, None) if missing, or (NaN, error message).
+
+    Binary: 0/1, true/false, yes/no, 0.0/1.0. Graded: non-negative integers. Blank,
+    NaN, None and the words nan/na/null/none are missing.
+    """
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return np.nan, None
+    if isinstance(value, (bool, np.bool_)):
+        return float(value), None
+    if isinstance(value, (int, np.integer, float, np.floating)):
+        number = float(value)
+    else:
+        text = str(value).strip()
+        lowered = text.lower()
+        if lowered in _MISSING_TEXT:
+            return np.nan, None
+        if not graded and lowered in _TRUE_TEXT:
+            return 1.0, None
+        if not graded and lowered in _FALSE_TEXT:
+            return 0.0, None
+        try:
+            number = float(text)
+        except ValueError:
+            kind = "0 or 1" if not graded else "a non-negative integer score"
+            return np.nan, f"response {value!r} is not {kind}; leave the cell blank for a missing answer"
+    ok = number in (0.0, 1.0) if not graded else (number >= 0 and float(number).is_integer())
+    if not ok:
+        hint = ("a binary model needs 0/1 responses; use a graded model (e.g. model='grm') for scores"
+                if not graded else "graded responses must be integers 0..K")
+        return np.nan, f"response {value!r} is not valid: {hint}"
+    return number, None
+
+
 def _parse_scores(raw: pd.Series, *, graded: bool, path: str | None) -> np.ndarray:
     """Turn a response column into floats (NaN = missing), rejecting anything else.
 
-    Binary: 0/1, true/false, 0.0/1.0. Graded: non-negative integers. Blank, NaN and
-    None are missing. Raises :class:`InputError` naming the first offending row.
+    Columnar: numeric and boolean columns are checked as arrays; text and mixed
+    columns are factorised, so each *distinct* value is parsed once (by
+    :func:`_parse_score`) and the scores are gathered by code. Raises
+    :class:`InputError` naming the first offending row (rows numbered from 1).
     """
-    values = np.full(len(raw), np.nan)
-    lowered_true = {"1", "1.0", "true", "t", "yes"}
-    lowered_false = {"0", "0.0", "false", "f", "no"}
-    for position, value in enumerate(raw.tolist()):
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
-            continue
-        if isinstance(value, (bool, np.bool_)):
-            values[position] = float(value)
-            continue
-        if isinstance(value, (int, np.integer, float, np.floating)):
-            number = float(value)
+    if pd.api.types.is_bool_dtype(raw.dtype) or pd.api.types.is_numeric_dtype(raw.dtype):
+        values = raw.to_numpy(dtype=float, na_value=np.nan)
+        finite = ~np.isnan(values)
+        if graded:
+            bad = finite & ((values < 0) | (values != np.round(values)))
         else:
-            text = str(value).strip()
-            if text == "" or text.lower() in {"nan", "na", "null", "none"}:
-                continue
-            if not graded and text.lower() in lowered_true:
-                values[position] = 1.0
-                continue
-            if not graded and text.lower() in lowered_false:
-                values[position] = 0.0
-                continue
-            try:
-                number = float(text)
-            except ValueError:
-                number = np.nan
-                kind = "0 or 1" if not graded else "a non-negative integer score"
-                raise InputError(f"response {value!r} is not {kind}; leave the cell blank for a missing answer",
-                                 path=path, row=position + 1, column="response") from None
-        ok = number in (0.0, 1.0) if not graded else (number >= 0 and float(number).is_integer())
-        if not ok:
-            hint = ("a binary model needs 0/1 responses; use a graded model (e.g. model='grm') for scores"
-                    if not graded else "graded responses must be integers 0..K")
-            raise InputError(f"response {value!r} is not valid: {hint}", path=path, row=position + 1,
+            bad = finite & (values != 0.0) & (values != 1.0)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            value = raw.iloc[row:row + 1].tolist()[0]  # a Python scalar, as the user wrote it
+            _, message = _parse_score(value, graded=graded)
+            raise InputError(message or f"response {value!r} is not valid", path=path, row=row + 1,
                              column="response")
-        values[position] = number
-    return values
+        return values
+    codes, uniques = pd.factorize(raw, use_na_sentinel=True)
+    parsed = [_parse_score(value, graded=graded) for value in uniques]
+    errors = np.array([message is not None for _, message in parsed] + [False])
+    if errors.any():
+        row = int(np.flatnonzero(errors[codes])[0])
+        raise InputError(parsed[codes[row]][1], path=path, row=row + 1, column="response")
+    scores = np.array([score for score, _ in parsed] + [np.nan])  # code -1 (NaN/None) -> the last entry
+    return scores[codes]
+
+
+def _factorize_ids(column: pd.Series, name: str, source: str | None) -> tuple[np.ndarray, list[str]]:
+    """Codes (one per row) and distinct labels (as strings, first-appearance order) of an id column.
+
+    Raises :class:`InputError` naming the first row whose id is missing or blank.
+    Values that differ in type but not as text (``1`` and ``"1"``) are one id.
+    """
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    labels = [str(value) for value in uniques]
+    blank = np.array([label.strip() == "" for label in labels] + [True])
+    if (codes < 0).any() or blank[:-1].any():
+        row = int(np.flatnonzero(blank[codes])[0])
+        raise InputError(f"empty {name} id", path=source, row=row + 1, column=name)
+    if len(set(labels)) < len(labels):
+        merged, distinct = pd.factorize(np.asarray(labels, dtype=object))
+        codes, labels = merged[codes], [str(label) for label in distinct]
+    return codes, labels
+
+
+def _factorize_text(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and labels of a column read as text, missing values as '' (codes index the labels)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    labels = [str(value) for value in uniques] + [""]
+    codes = np.where(codes < 0, len(labels) - 1, codes)
+    merged, distinct = pd.factorize(np.asarray(labels, dtype=object))
+    return merged[codes], np.asarray(distinct, dtype=object)
+
+
+def _examinee_facet(column: pd.Series, examinee_codes: np.ndarray, first_rows: np.ndarray, examinees: list[str],
+                    name: str, source: str | None) -> np.ndarray:
+    """One facet value per examinee; raises :class:`InputError` if it changes within an examinee.
+
+    The error names the first examinee (in order of appearance) whose value changes,
+    the row where it first changes and both values.
+    """
+    codes, labels = _factorize_text(column)
+    n_levels = max(len(labels), 1)
+    pairs = np.unique(examinee_codes.astype(np.int64) * n_levels + codes)
+    n_distinct = np.bincount(pairs // n_levels, minlength=len(examinees))
+    if (n_distinct > 1).any():
+        examinee = int(np.flatnonzero(n_distinct > 1)[0])
+        rows = np.flatnonzero(examinee_codes == examinee)
+        first = codes[rows[0]]
+        other = int(rows[codes[rows] != first][0])
+        raise InputError(f"facet value changes within examinee {examinees[examinee]!r}: {labels[first]!r} on row "
+                         f"{rows[0] + 1} but {labels[codes[other]]!r} on row {other + 1}; a facet "
+                         f"describes the examinee, so it must be the same on all its rows",
+                         path=source, row=other + 1, column=name)
+    return labels[codes[first_rows]]
+
+
+def _duplicate_error(frame: pd.DataFrame, pair: np.ndarray, scores: np.ndarray, items: list[str],
+                     item_codes: np.ndarray, examinees: list[str], examinee_codes: np.ndarray,
+                     source: str | None) -> InputError | None:
+    """An :class:`InputError` for the first (item, examinee) pair on more than one row, or None."""
+    duplicated = pd.Series(pair).duplicated(keep=False).to_numpy()
+    if not duplicated.any():
+        return None
+    rows = np.flatnonzero(duplicated)
+    twins = rows[pair[rows] == pair[rows[0]]]
+    a, b = int(twins[0]), int(twins[1])
+    same = (np.isnan(scores[a]) and np.isnan(scores[b])) or scores[a] == scores[b]
+    detail = "identical duplicate rows" if same else (
+        f"conflicting responses {frame['response'].iloc[a]!r} (row {a + 1}) and "
+        f"{frame['response'].iloc[b]!r} (row {b + 1})")
+    return InputError(f"item {items[item_codes[a]]!r} / examinee {examinees[examinee_codes[a]]!r} appears more "
+                      f"than once ({detail}); keep one row per (item, examinee)",
+                      path=source, row=b + 1, column="item")
 
 
 @dataclass(frozen=True)
@@ -235,13 +381,8 @@ class ResponseMatrix:
         if len(frame) == 0:
             raise InputError("the table has a header but no rows", path=source)
         frame = frame.reset_index(drop=True)
-        for column in ("item", "examinee"):
-            blank = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
-            if blank.any():
-                raise InputError(f"empty {column} id", path=source, row=int(np.flatnonzero(blank)[0]) + 1,
-                                 column=column)
-        item_ids = frame["item"].astype(str)
-        examinee_ids = frame["examinee"].astype(str)
+        raw_item_codes, raw_items = _factorize_ids(frame["item"], "item", source)
+        examinee_codes, examinees = _factorize_ids(frame["examinee"], "examinee", source)
         scores = _parse_scores(frame["response"], graded=graded, path=source)
         if graded:
             observed_max = int(np.nanmax(scores)) if np.isfinite(scores).any() else 1
@@ -249,55 +390,30 @@ class ResponseMatrix:
         else:
             max_score = 1
 
-        keys = item_ids + "\x00" + examinee_ids
-        duplicated = keys.duplicated(keep=False)
-        if duplicated.any():
-            rows = np.flatnonzero(duplicated)
-            first = rows[0]
-            twins = rows[keys.iloc[rows] == keys.iloc[first]]
-            a, b = int(twins[0]), int(twins[1])
-            same = (np.isnan(scores[a]) and np.isnan(scores[b])) or scores[a] == scores[b]
-            detail = "identical duplicate rows" if same else (
-                f"conflicting responses {frame['response'].iloc[a]!r} (row {a + 1}) and "
-                f"{frame['response'].iloc[b]!r} (row {b + 1})")
-            raise InputError(f"item {item_ids.iloc[a]!r} / examinee {examinee_ids.iloc[a]!r} appears more than once "
-                             f"({detail}); keep one row per (item, examinee)",
-                             path=source, row=b + 1, column="item")
+        order = sorted(range(len(raw_items)), key=lambda k: _natural_key(raw_items[k]))
+        items = [raw_items[k] for k in order]
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        item_codes = rank[raw_item_codes]
+        pair = item_codes * len(examinees) + examinee_codes
+        error = _duplicate_error(frame, pair, scores, items, item_codes, examinees, examinee_codes, source)
+        if error is not None:
+            raise error
+        values = np.full((len(items), len(examinees)), np.nan)
+        values[item_codes, examinee_codes] = scores
 
         extra = [c for c in frame.columns if c not in REQUIRED_COLUMNS]
         facet_columns = [c for c in extra if not str(c).startswith(ITEM_META_PREFIX)]
         meta_columns = [c for c in extra if str(c).startswith(ITEM_META_PREFIX)]
-
-        items = natural_sorted(pd.unique(item_ids))
-        examinees = list(pd.unique(examinee_ids))
-        item_index = {item: i for i, item in enumerate(items)}
-        examinee_index = {e: m for m, e in enumerate(examinees)}
-        values = np.full((len(items), len(examinees)), np.nan)
-        values[item_ids.map(item_index).to_numpy(), examinee_ids.map(examinee_index).to_numpy()] = scores
-
+        first_rows = np.unique(examinee_codes, return_index=True)[1]  # first row of each examinee, by code
         facet_frame = pd.DataFrame(index=pd.Index(examinees, name="examinee"))
         for column in facet_columns:
-            column_values = frame[column].astype(str).where(frame[column].notna(), "")
-            per_examinee = pd.DataFrame({"examinee": examinee_ids, "value": column_values})
-            n_distinct = per_examinee.groupby("examinee", sort=False)["value"].nunique()
-            changing = n_distinct[n_distinct > 1]
-            if len(changing):
-                examinee = changing.index[0]
-                rows = per_examinee.index[per_examinee["examinee"] == examinee]
-                first_value = column_values.loc[rows[0]]
-                other = rows[column_values.loc[rows] != first_value][0]
-                raise InputError(f"facet value changes within examinee {examinee!r}: {first_value!r} on row "
-                                 f"{rows[0] + 1} but {column_values.loc[other]!r} on row {other + 1}; a facet "
-                                 f"describes the examinee, so it must be the same on all its rows",
-                                 path=source, row=int(other) + 1, column=str(column))
-            facet_frame[str(column)] = per_examinee.groupby("examinee", sort=False)["value"].first().reindex(examinees)
-
+            facet_frame[str(column)] = _examinee_facet(frame[column], examinee_codes, first_rows, examinees,
+                                                       str(column), source)
         meta_frame = pd.DataFrame(index=pd.Index(items, name="item"))
         for column in meta_columns:
-            name = str(column)[len(ITEM_META_PREFIX):]
-            per_item = pd.DataFrame({"item": item_ids, "value": frame[column]})
-            first = per_item.groupby("item", sort=False)["value"].first()
-            meta_frame[name] = first.reindex(items)
+            first = frame[column].groupby(item_codes, sort=True).first()  # first non-missing value per item
+            meta_frame[str(column)[len(ITEM_META_PREFIX):]] = first.reindex(range(len(items))).to_numpy()
         return cls(values=values, items=tuple(items), examinees=tuple(examinees), examinee_facets=facet_frame,
                    item_meta=meta_frame, max_score=int(max_score), source=source)
 
@@ -376,10 +492,8 @@ class ResponseMatrix:
         frame = self.to_long()
         tmp = path.with_name(path.name + ".tmp")
         compression = "gzip" if path.suffix.lower() == ".gz" else None
-        if fmt == "csv":
-            frame.to_csv(tmp, index=False, compression=compression)
-        elif fmt == "tsv":
-            frame.to_csv(tmp, sep="\t", index=False, compression=compression)
+        if fmt in ("csv", "tsv"):
+            _write_delimited(frame, tmp, "," if fmt == "csv" else "\t", gzipped=compression == "gzip")
         elif fmt == "parquet":
             frame.to_parquet(tmp, index=False, compression="zstd")
         else:
