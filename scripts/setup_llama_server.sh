@@ -30,6 +30,11 @@ fi
 
 wheel=$(ls "$cache"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$wheel" ]; then
+    if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then  # a fresh CI machine
+            apt-get update -qq && apt-get install -y -qq cmake build-essential >/dev/null
+        fi
+    fi
     for tool in cmake g++ gcc; do
         command -v "$tool" >/dev/null || { echo "$tool not found: apt-get install -y cmake build-essential" >&2; exit 1; }
     done

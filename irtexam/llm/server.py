@@ -22,6 +22,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from .base import LLM, GenerationParams
@@ -230,6 +231,107 @@ class LLMHTTPServer(ThreadingHTTPServer):
 def serve(llm: LLM, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> LLMHTTPServer:
     """Start serving ``llm`` in a background thread (``port=0``: a free port)."""
     return LLMHTTPServer(llm, host, port, api_key).start()
+
+
+LLAMA_CPP_INSTALL = "scripts/setup_llama_server.sh"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LlamaCppServer:
+    """llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``) in a subprocess.
+
+    Serves one GGUF file as model id ``alias`` at :attr:`url` with prompt log-probabilities
+    on (``logits_all``); the API key, if any, is passed through the environment, never
+    the command line. :meth:`kill` and :meth:`start` (same port) simulate a crashed and
+    restarted server. Needs ``llama-cpp-python[server]`` (``scripts/setup_llama_server.sh``).
+    """
+
+    def __init__(self, model_path: str | Path, *, alias: str = "served", host: str = "127.0.0.1",
+                 port: int | None = None, api_key: str | None = None, n_threads: int = 1, n_ctx: int = 2048,
+                 python: str | None = None, log_path: str | Path | None = None) -> None:
+        import sys
+
+        self.model_path, self.alias, self.host = Path(model_path), alias, host
+        self.port = port or free_port(host)
+        self.api_key, self.n_threads, self.n_ctx = api_key, n_threads, n_ctx
+        self.python = python or sys.executable
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: Any = None
+
+    @property
+    def url(self) -> str:
+        """``http://host:port/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        return [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
+                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+                "--logits_all", "true", "--verbose", "false"]
+
+    def start(self, timeout: float = 180.0) -> "LlamaCppServer":
+        """Start the process and wait until ``GET /v1/models`` answers (raises IrtexamError otherwise)."""
+        import os
+        import subprocess
+        import urllib.error
+        import urllib.request
+
+        from ..errors import IrtexamError
+
+        env = dict(os.environ)
+        env.pop("API_KEY", None)
+        if self.api_key:
+            env["API_KEY"] = self.api_key  # read by llama_cpp.server's pydantic settings
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + timeout
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise IrtexamError(f"llama.cpp server exited with code {self.proc.returncode} at start "
+                                   f"(is llama-cpp-python[server] installed? run {LLAMA_CPP_INSTALL})")
+            try:
+                with urllib.request.urlopen(urllib.request.Request(self.url + "/models", headers=headers),
+                                            timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        self.kill()
+        raise IrtexamError(f"llama.cpp server did not answer at {self.url} within {timeout:.0f} s")
+
+    def kill(self) -> None:
+        """Kill the process at once (SIGKILL), as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def stop(self) -> None:
+        """Terminate the process (SIGTERM, then SIGKILL after 10 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.proc = None
+
+    def __enter__(self) -> "LlamaCppServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
