@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "corpus",
     "generate",
     "filter",
+    "verify",
     "take",
     "import_lm_eval",
     "fit",

@@ -142,3 +142,30 @@ def test_code_choices_differing_in_case_or_punctuation_are_distinct():
     raw = ("Question: Which statement also scans child tables?\nA) SELECT * FROM t;\nB) SELECT * FROM t *;\n"
            "C) SELECT * FROM ONLY t;\nD) SELECT t;\nCorrect Answer: B")
     assert parse_mcq(raw).answer == 1
+
+
+# issue 16: flaws that need no verifier are refused at parse time (real raw outputs of data/real_run)
+def test_a_fifth_lettered_choice_is_never_glued_to_choice_d():
+    # monitoring-stats#39: the real-run exam had "WALInitSync E) WALInitWrite" as one candidate
+    raw = ("Question: Which event ensures the new WAL segment reaches durable storage?\n\nA) WALCopyRead\n"
+           "B) WALCopySync\nC) WALCopyWrite\nD) WALInitSync\nE) WALInitWrite\n\nCorrect Answer: B) WALCopySync\n")
+    assert try_parse(raw) == (None, "wrong_number_of_choices")
+    # choices E and F after a blank line are still extra choices (sql-explain#7)
+    raw = ("Question: How do you enable an option?\n\nA) `SET x TO TRUE`\nB) `SET x TO ON`\nC) `SET x TO 1`\n"
+           "D) `SET x TO FALSE`\nE) `SET x TO OFF`\nF) `SET x TO 0`\n\nCorrect Answer: C\n")
+    assert try_parse(raw) == (None, "wrong_number_of_choices")
+    # a D that continues on the next line is still one choice
+    raw = ("Question: What does it do?\nA) one\nB) two\nC) three\nD) four that goes on\n   and on\nCorrect Answer: D")
+    assert parse_mcq(raw).choices[3] == "four that goes on and on"
+
+
+def test_template_placeholders_are_refused():
+    # runtime-config-compatible#1: choice D was the literal "{candidate D}"
+    raw = ("Question: What is the default value of backslash_quote?\n\nA) on\nB) off\nC) safe_encoding\n"
+           "D) {candidate D}\n\nCorrect Answer: C\n")
+    assert try_parse(raw) == (None, "template_placeholder")
+    raw = "Question: {question}\nA) a1\nB) b2\nC) c3\nD) d4\nCorrect Answer: A"
+    assert try_parse(raw) == (None, "template_placeholder")
+    # braces that are not the template's placeholders stay (e.g. array literals)
+    raw = "Question: Which literal is an array?\nA) '{1,2,3}'\nB) '(1,2,3)'\nC) '[1,2,3]'\nD) '<1,2,3>'\nCorrect Answer: A"
+    assert parse_mcq(raw).choices[0] == "'{1,2,3}'"

@@ -41,6 +41,10 @@ def test_format_and_length_filters():
     # code-like choices differing only in case or punctuation are different answers
     code = format_filter([item(6, choices=["pg_dump -n", "pg_dump -N", "SELECT * FROM t;", "SELECT * FROM t *;"])])
     assert code.reasons == [None]
+    # issue 16: template placeholders and parse artifacts of the real-run exam are format errors
+    flawed = format_filter([item(7, choices=["on", "off", "safe_encoding", "{candidate D}"]),
+                            item(8, choices=["WALInitSync E) WALInitWrite", "WALCopyWrite", "WALCopySync", "x"])])
+    assert flawed.reasons == ["template_placeholder", "embedded_choice_label"]
 
 
 def test_self_containment_paper_patterns():

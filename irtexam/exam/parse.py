@@ -19,7 +19,13 @@ The result is exactly one correct answer among 4 distinct candidates, or a
 :class:`ParseFailure` with a machine-readable ``reason`` (counted in reports):
 ``empty_output``, ``no_choices``, ``wrong_number_of_choices``, ``empty_choice``,
 ``duplicate_choices``, ``no_question``, ``no_answer``, ``multiple_answers``,
-``answer_not_in_choices``, ``answer_letter_text_mismatch``.
+``answer_not_in_choices``, ``answer_letter_text_mismatch``, ``template_placeholder``.
+
+Two flaws of generated items are refused here rather than left to a verifier: a fifth
+(or later) lettered choice (``E) ...``) is a choice, never a continuation of choice D
+(``WALInitSync E) WALInitWrite`` was one candidate), so such an output fails with
+``wrong_number_of_choices``; and a question or choice that is still the prompt's
+placeholder (``{candidate D}``, ``{question}``) fails with ``template_placeholder``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 
 REASONS = ("empty_output", "no_choices", "wrong_number_of_choices", "empty_choice", "duplicate_choices",
            "no_question", "no_answer", "multiple_answers", "answer_not_in_choices",
-           "answer_letter_text_mismatch")
+           "answer_letter_text_mismatch", "template_placeholder")
 
 N_CHOICES = 4
 LETTERS = "ABCD"
@@ -48,6 +54,11 @@ _LEAK = re.compile(r"\s*(?:\b(?:the\s+)?(?:correct|right)\s+(?:answer|option|cho
 _CHOICE_LETTER = re.compile(
     r"^\s*(?:[-*]\s*)?(?:(?i:option|choice|candidate)\s+)?(?:\((?P<a>[A-Da-d])\)|(?P<b>[A-Da-d])\s*[).:\]]|(?P<c>[A-D])\s+-)"
     r"\s*(?P<text>.*)$")
+# a lettered choice beyond D: ends the previous choice and counts as an extra choice
+_EXTRA_CHOICE = re.compile(r"^\s*(?:[-*]\s*)?(?:(?i:option|choice|candidate)\s+)?(?:\([E-Je-j]\)|[E-J]\s*[).:\]])\s*\S")
+# the generation template's placeholders left in an output ("{candidate D}", "{question}")
+_PLACEHOLDER = re.compile(r"\{\{?\s*(?:candidate|correct[ _]answer|answer|question|option|choice|explanation)\b"
+                          r"[^{}]*\}\}?", re.I)
 _CHOICE_NUMBER = re.compile(r"^\s*(?:\((?P<a>[1-4])\)|(?P<b>[1-4])\s*[).:])\s+(?P<text>.*)$")
 _INLINE_SPLIT = re.compile(r"(?:^|\s)(?:\(([A-D])\)|([A-D])[).])\s+")
 _QUESTION = re.compile(r"^\s*(?:[-*#>]+\s*)?(?:question|q)(?:\s*\d+)?\s*[:.)\-]\s*(?P<text>.*)$", re.I)
@@ -156,6 +167,10 @@ def _find_choices(lines: list[str], numbered: bool) -> tuple[list[str], int, int
             last = i
         elif cm and cm[0] > expected:
             break  # a gap: stop here, the count check will complain
+        elif not numbered and texts and _EXTRA_CHOICE.match(line):
+            texts.append(line.strip())  # "E) ...": a fifth choice, never part of D
+            expected += 1
+            last = i
         elif texts and line.strip() and not _is_answer_line(line) and not _EXPLANATION.match(line) \
                 and expected <= N_CHOICES and not _QUESTION.match(line):
             texts[-1] += " " + line.strip()  # continuation of the previous choice
@@ -271,6 +286,9 @@ def parse_mcq(raw: str) -> ParsedQuestion:
     choices = [_strip_choice(c) for c in choices_raw]
     if any(not c for c in choices):
         raise ParseFailure("empty_choice")
+    placeholder = next((c for c in choices if _PLACEHOLDER.search(c)), None)
+    if placeholder is not None:
+        raise ParseFailure("template_placeholder", placeholder)
     if len({choice_identity(c) for c in choices}) != N_CHOICES:
         raise ParseFailure("duplicate_choices", " | ".join(choices))
     if question is None:
@@ -284,6 +302,8 @@ def parse_mcq(raw: str) -> ParsedQuestion:
         question = " ".join(" ".join(parts).split())
     if not question or len(_norm(question)) < 3:
         raise ParseFailure("no_question")
+    if _PLACEHOLDER.search(question):
+        raise ParseFailure("template_placeholder", question)
     after = "\n".join(lines[last + 1:])
     spec = _answer_spec(after) or _answer_spec("\n".join(lines[:first]))
     if spec is None:

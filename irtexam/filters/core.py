@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..exam.parse import choice_identity
+from ..exam.verify import has_embedded_label, has_placeholder
 from ..exam.schema import ExamItem
 from .similarity import Embedder, jaccard, load_embedder, mean_candidate_ngram
 
@@ -58,8 +59,9 @@ def _result(name: str, reasons: list[str | None], **params: Any) -> FilterResult
 
 def format_filter(items: Sequence[ExamItem], n_choices: int = 4, drop_positional: bool = True) -> FilterResult:
     """Exactly ``n_choices`` distinct non-empty choices, a valid answer index, a non-empty
-    question, and (``drop_positional``) no choice like "all of the above" / "A and B"
-    whose meaning breaks when candidates are shuffled."""
+    question, no generation-template placeholder (``{candidate D}``) or other choice's
+    label inside a choice (``x E) y``), and (``drop_positional``) no choice like "all of
+    the above" / "A and B" whose meaning breaks when candidates are shuffled."""
     reasons: list[str | None] = []
     for it in items:
         identity = [choice_identity(c) for c in it.choices]  # case/punctuation count in code-like text
@@ -73,6 +75,10 @@ def format_filter(items: Sequence[ExamItem], n_choices: int = 4, drop_positional
             reasons.append("answer_out_of_range")
         elif not it.question.strip():
             reasons.append("empty_question")
+        elif any(has_placeholder(t) for t in [it.question, *it.choices]):
+            reasons.append("template_placeholder")
+        elif any(has_embedded_label(c) for c in it.choices):
+            reasons.append("embedded_choice_label")
         elif drop_positional and any(POSITIONAL.search(c) for c in it.choices):
             reasons.append("positional_choice")
         else:
@@ -229,15 +235,46 @@ def intra_candidate_filter(items: Sequence[ExamItem], t3: float | None = None, t
     return res
 
 
+def verify_filter(items: Sequence[ExamItem], llm: Any = None, cache_dir: str | None = None,
+                  documents: dict[str, str] | None = None, dtype: str = "bfloat16", num_threads: int | None = None,
+                  permutations: int = 4, progress: bool = True) -> FilterResult:
+    """The LLM verifier (:mod:`irtexam.exam.verify`) as a chain step: keeps the items judged
+    ``keep``; the reason of a dropped item is its verdict (wrong_key, multiple_correct,
+    unsupported, malformed). No item is re-keyed here (``irtexam verify`` can re-key).
+
+    ``llm``: a loaded backend or a name/path/URL for :func:`irtexam.llm.load_llm`
+    (default: the packaged qwen2.5-coder-1.5b); calls are cached under ``cache_dir``
+    (default: the user cache's ``calls`` folder). Scores per item: ``judge_key`` and
+    ``pick_key`` (the verifier's support for the key).
+    """
+    from ..exam.verify import DEFAULT_VERIFIER, VerifyConfig, verify_items
+    from ..llm import load_llm
+    from ..llm.registry import cache_root
+
+    if not items:
+        return _result("verify", [])
+    model = load_llm(llm or DEFAULT_VERIFIER, dtype=dtype, num_threads=num_threads) if llm is None or isinstance(
+        llm, str) else llm
+    config = VerifyConfig(permutations=permutations, rekey=False)
+    _, verdicts, summary = verify_items(list(items), model, documents=documents, config=config,
+                                        cache_dir=cache_dir or cache_root() / "calls", progress=progress)
+    res = _result("verify", [None if v.verdict == "keep" else v.verdict for v in verdicts],
+                  model=summary.model, permutations=permutations)
+    res.scores = {"judge_key": [v.judge[v.key] for v in verdicts], "pick_key": [v.pick[v.key] for v in verdicts]}
+    return res
+
+
 FilterFn = Callable[[Sequence[ExamItem]], FilterResult]
 
 FILTERS: dict[str, Callable[..., FilterResult]] = {
     "format": format_filter, "length": length_filter, "self_containment": self_containment_filter,
     "extra_candidate": extra_candidate_filter, "intra_candidate": intra_candidate_filter,
+    "verify": verify_filter,
 }
 CHAINS: dict[str, tuple[str, ...]] = {
     "paper": ("format", "length", "self_containment", "extra_candidate", "intra_candidate"),
     "cheap": ("format", "length", "self_containment"),
+    "verified": ("format", "length", "self_containment", "extra_candidate", "intra_candidate", "verify"),
 }
 
 
