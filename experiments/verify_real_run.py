@@ -15,6 +15,9 @@ Stages (``--stage``):
   baseline, held-out log-likelihood per cell, mean discrimination, share of items
   flagged, facet ranking). Writes ``analysis.json``, ``analysis.md`` and the figures in
   ``figures/verification/``; prints every number.
+* ``replay``: the same verdicts from the call cache alone (no weights loaded; a cache
+  miss stops it), for the first ``--limit`` items of the run order: check a run in
+  progress, or re-decide after changing the decision rules.
 * ``checkpoint``: fold the cache's write-ahead log into the database file (to commit it).
 
     nice -n 5 .venv/bin/python experiments/verify_real_run.py --stage verify \\
@@ -32,6 +35,7 @@ import random
 import sqlite3
 import sys
 import time
+import warnings
 from pathlib import Path
 
 for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
@@ -53,6 +57,14 @@ def hand_label_sample(ids: list[str]) -> list[str]:
     return list(NAMED_IN_ISSUE) + random.Random(SAMPLE_SEED).sample(rest, SAMPLE_SIZE)
 
 
+def run_order(items: list) -> list:
+    """The hand-labelled items first (in hand_labels.csv order), then the rest in file order."""
+    labelled = list(read_hand_labels()) if (OUT / "hand_labels.csv").exists() else hand_label_sample(
+        [it.id for it in items])
+    order = {iid: n for n, iid in enumerate(labelled)}
+    return sorted(items, key=lambda it: order.get(it.id, len(order)))
+
+
 def read_hand_labels(path: Path = OUT / "hand_labels.csv") -> dict[str, dict[str, str]]:
     """item -> row of hand_labels.csv."""
     with open(path, encoding="utf-8") as fh:
@@ -65,10 +77,7 @@ def stage_verify(args: argparse.Namespace) -> None:
     from irtexam.llm import load_llm
 
     items = read_exam(DATA / "exam.jsonl")
-    order = {iid: n for n, iid in enumerate(hand_label_sample([it.id for it in items]))}
-    ordered = sorted(items, key=lambda it: order.get(it.id, len(order)))
-    if args.limit:
-        ordered = ordered[:args.limit]
+    ordered = run_order(items)[:args.limit or len(items)]
     llm = load_llm(args.llm, dtype=args.dtype, num_threads=args.threads)
     config = VerifyConfig(permutations=args.permutations)
     started = time.time()
@@ -88,6 +97,43 @@ def stage_verify(args: argparse.Namespace) -> None:
     print(f"{seconds:.0f} s; report {OUT / 'report.csv'}")
 
 
+class CacheOnly:
+    """Replays a finished verification from the call cache without loading the weights:
+    same backend name and chat template as ``TransformersLLM``; a cache miss is an error."""
+
+    def __init__(self, name: str) -> None:
+        from transformers import AutoTokenizer
+
+        from irtexam.llm.registry import resolve_model_dir
+
+        self.name, self.chat = name, True
+        self.tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_dir(name)[0]))
+
+    def format_prompt(self, prompt: str) -> str:
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def score(self, requests):
+        raise SystemExit(f"cache miss for {len(requests)} request(s): run --stage verify first")
+
+
+CacheOnly.__name__ = "TransformersLLM"  # the cache key names the backend class
+
+
+def stage_replay(args: argparse.Namespace) -> None:
+    """Verdicts of the items whose calls are all cached (the hand-labelled first), no model."""
+    from irtexam.exam.schema import read_exam
+    from irtexam.exam.verify import VerifyConfig, verify_items, write_report
+    from irtexam.llm import CachedLLM
+
+    items = read_exam(DATA / "exam.jsonl")
+    ordered = run_order(items)[:args.limit or len(items)]
+    llm = CachedLLM(CacheOnly(args.llm), CACHE)
+    _, verdicts, summary = verify_items(ordered, llm, config=VerifyConfig(permutations=args.permutations))
+    write_report(verdicts, OUT / "report.csv")
+    print(summary.line())
+
+
 def stage_checkpoint(_: argparse.Namespace) -> None:
     db = CACHE / "llm_cache.sqlite"
     con = sqlite3.connect(db)
@@ -98,7 +144,7 @@ def stage_checkpoint(_: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--stage", choices=("verify", "analyze", "checkpoint"), required=True)
+    p.add_argument("--stage", choices=("verify", "replay", "analyze", "checkpoint"), required=True)
     p.add_argument("--llm", default="qwen2.5-coder-1.5b")
     p.add_argument("--dtype", default="float32", help="float32 on CPUs without bf16 units (AVX2 only)")
     p.add_argument("--threads", type=int, default=2)
@@ -109,13 +155,270 @@ def main(argv: list[str] | None = None) -> int:
         stage_verify(args)
     elif args.stage == "analyze":
         stage_analyze(args)
+    elif args.stage == "replay":
+        stage_replay(args)
     else:
         stage_checkpoint(args)
     return 0
 
 
-def stage_analyze(args: argparse.Namespace) -> None:  # filled in below
-    raise SystemExit("analyze: not written yet")
+# ------------------------------------------------------------------ analysis
+FLAWED = ("wrong_key", "multiple_correct", "unsupported", "malformed")
+
+
+def precision_recall(truth: list[bool], predicted: list[bool]) -> dict[str, float | int]:
+    """Precision = TP / (TP + FP), recall = TP / (TP + FN) of ``predicted`` against ``truth``."""
+    tp = sum(t and p for t, p in zip(truth, predicted))
+    fp = sum(p and not t for t, p in zip(truth, predicted))
+    fn = sum(t and not p for t, p in zip(truth, predicted))
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": len(truth) - tp - fp - fn,
+            "precision": tp / (tp + fp) if tp + fp else float("nan"),
+            "recall": tp / (tp + fn) if tp + fn else float("nan")}
+
+
+def hand_label_scores(report: "pd.DataFrame", flags: "pd.DataFrame", labels: dict[str, dict[str, str]],
+                      subset: str | None = None) -> dict:
+    """P/R of the verifier's non-keep verdicts and of wrong_key_flag against the hand labels,
+    and the share of hand-judged sound items the verifier keeps."""
+    rows = [r for r in labels.values() if subset is None or r["source"] == subset]
+    ids = [r["item"] for r in rows]
+    truth = [r["label"] != "sound" for r in rows]
+    verdict = report.set_index("item").loc[ids, "verdict"].tolist()
+    verifier = [v != "keep" for v in verdict]
+    irt = [bool(x) for x in flags.loc[ids, "wrong_key_flag"]]
+    sound = [v for v, t in zip(verdict, truth) if not t]
+    return {"n": len(rows), "n_flawed": sum(truth), "n_sound": len(sound),
+            "verifier": precision_recall(truth, verifier), "irt_wrong_key_flag": precision_recall(truth, irt),
+            "verifier_or_irt": precision_recall(truth, [a or b for a, b in zip(verifier, irt)]),
+            "sound_kept_share": sum(v == "keep" for v in sound) / len(sound) if sound else float("nan")}
+
+
+def irt_flags(result) -> "pd.DataFrame":
+    """Per item: wrong_key_flag, low_discrimination, negative item-rest correlation (as ``irtexam info``)."""
+    from irtexam.analysis.diagnostics import diagnose
+
+    items = diagnose(result)["items"]
+    out = items[["wrong_key_flag", "low_discrimination", "item_rest_corr"]].copy()
+    out["negative_item_rest"] = out["item_rest_corr"] < 0
+    out["any_flag"] = out["wrong_key_flag"] | out["low_discrimination"] | out["negative_item_rest"]
+    return out
+
+
+def rescored_responses(kept_ids: list[str], rekeyed: dict[str, int]) -> "pd.DataFrame":
+    """The published long response table restricted to ``kept_ids``; re-keyed items are
+    rescored from the logged choice of every pipeline (answers.parquet ``chosen``)."""
+    import pandas as pd
+
+    long = pd.read_csv(DATA / "responses.csv.gz")
+    long = long[long["item"].isin(kept_ids)].copy()
+    if rekeyed:
+        answers = pd.read_parquet(DATA / "answers.parquet", columns=["pipeline", "item", "chosen"])
+        answers = answers[answers["item"].isin(list(rekeyed))]
+        new = {(r.pipeline, r.item): int(r.chosen == rekeyed[r.item]) for r in answers.itertuples()}
+        mask = long["item"].isin(list(rekeyed))
+        long.loc[mask, "response"] = [new[(e, i)] for e, i in zip(long.loc[mask, "examinee"], long.loc[mask, "item"])]
+    return long
+
+
+def fit_summary(long: "pd.DataFrame") -> tuple[dict, "pd.DataFrame", object]:
+    """Hierarchical 3PL (llm + retriever + icl, 10% held out, seed 0): headline numbers,
+    per-item flags, and the fit."""
+    import irtexam
+    from irtexam.responses import ResponseMatrix
+
+    rm = ResponseMatrix.from_long(long.reset_index(drop=True))
+    with warnings.catch_warnings():  # all-correct / all-wrong items and k-hat notes: expected here
+        warnings.simplefilter("ignore", UserWarning)
+        result = irtexam.fit(rm, model="3pl", facets=["llm", "retriever", "icl"], heldout=0.1, seed=0)
+    flags = irt_flags(result)
+    st = result.fit_stats
+    facets = result.facets
+    ranking = {f: facets[facets["facet"] == f].sort_values("theta", ascending=False)["level"].tolist()
+               for f in ("llm", "retriever", "icl")}
+    summary = {"n_items": rm.n_items, "n_cells": int(st["n_observed"]), "rmse": st["rmse"],
+               "rmse_baseline": st["rmse_baseline"], "heldout_loglik_per_cell": st["heldout_loglik"],
+               "heldout_loglik_baseline": st.get("heldout_loglik_baseline"), "heldout_rmse": st.get("heldout_rmse"),
+               "mean_discrimination": float(result.items["a"].mean()),
+               "median_discrimination": float(result.items["a"].median()),
+               "share_wrong_key_flag": float(flags["wrong_key_flag"].mean()),
+               "share_low_discrimination": float(flags["low_discrimination"].mean()),
+               "share_negative_item_rest": float(flags["negative_item_rest"].mean()),
+               "share_any_flag": float(flags["any_flag"].mean()),
+               "facet_ranking": ranking,
+               "facet_theta": {f"{r.facet}={r.level}": float(r.theta) for r in facets.itertuples()}}
+    return summary, flags, result
+
+
+def matched_heldout(all_long: "pd.DataFrame", kept_ids: list[str], kept_long: "pd.DataFrame",
+                    fraction: float = 0.1, seed: int = 0) -> dict[str, float]:
+    """Held-out log-likelihood per cell on the same cells for both fits.
+
+    A seeded ``fraction`` of all (item, pipeline) cells is hidden; the 3PL is fitted on
+    the rest of all items and on the rest of the kept items; both are scored on the
+    hidden cells of the kept items: mean of y log p + (1 - y) log(1 - p). This isolates
+    what the flawed items do to the estimates of everything else (the fit's own held-out
+    score also changes with which items are averaged over).
+    """
+    import irtexam
+    import numpy as np
+    from irtexam.responses import ResponseMatrix
+
+    rng = np.random.default_rng(seed)
+    hidden = rng.random(len(all_long)) < fraction
+    key = all_long["item"] + "\x00" + all_long["examinee"]
+    hidden_keys = set(key[hidden])
+    test = all_long[hidden & all_long["item"].isin(kept_ids)]
+    test = test.assign(response=kept_long.set_index(["item", "examinee"]).loc[
+        list(zip(test["item"], test["examinee"])), "response"].to_numpy())
+    out = {"cells": int(len(test))}
+    for name, long in (("all_items", all_long), ("kept_items", kept_long)):
+        train = long[~(long["item"] + "\x00" + long["examinee"]).isin(hidden_keys)]
+        rm = ResponseMatrix.from_long(train.reset_index(drop=True))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            result = irtexam.fit(rm, model="3pl", facets=["llm", "retriever", "icl"], seed=seed, se=False)
+        p = np.asarray(result.predict(), dtype=float)
+        row = {it: i for i, it in enumerate(rm.items)}
+        col = {ex: j for j, ex in enumerate(rm.examinees)}
+        pt = np.clip(np.array([p[row[i], col[e]] for i, e in zip(test["item"], test["examinee"])]), 1e-9, 1 - 1e-9)
+        y = test["response"].to_numpy(dtype=float)
+        out[name] = float(np.mean(y * np.log(pt) + (1 - y) * np.log(1 - pt)))
+    return out
+
+
+def confusion(report: "pd.DataFrame", flags: "pd.DataFrame") -> "pd.DataFrame":
+    """Verdict x IRT flag counts (an item counts in every flag it has)."""
+    import pandas as pd
+
+    joined = report.set_index("item")[["verdict"]].join(flags)
+    rows = []
+    for verdict in ("keep",) + FLAWED:
+        sub = joined[joined["verdict"] == verdict]
+        rows.append({"verdict": verdict, "n": len(sub), "wrong_key_flag": int(sub["wrong_key_flag"].sum()),
+                     "low_discrimination": int(sub["low_discrimination"].sum()),
+                     "negative_item_rest": int(sub["negative_item_rest"].sum()),
+                     "any_irt_flag": int(sub["any_flag"].sum()), "no_irt_flag": int((~sub["any_flag"]).sum())})
+    table = pd.DataFrame(rows)
+    total = table.drop(columns="verdict").sum()
+    return pd.concat([table, pd.DataFrame([{"verdict": "all", **total.to_dict()}])], ignore_index=True)
+
+
+def label_table(report: "pd.DataFrame", labels: dict[str, dict[str, str]]) -> "pd.DataFrame":
+    """Hand label x verdict counts."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{"label": r["label"], "verdict": report.set_index("item").loc[i, "verdict"]}
+                          for i, r in labels.items()])
+    return pd.crosstab(frame["label"], frame["verdict"]).reindex(columns=["keep", *FLAWED], fill_value=0)
+
+
+def plot(report: "pd.DataFrame", flags: "pd.DataFrame", base_result, kept_result) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    FIG.mkdir(parents=True, exist_ok=True)
+    joined = report.set_index("item")[["verdict"]].join(flags)
+    order = ["keep", *FLAWED]
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    flagged = [int(joined[joined.verdict == v]["any_flag"].sum()) for v in order]
+    clean = [int((joined.verdict == v).sum()) - f for v, f in zip(order, flagged)]
+    ax.bar(order, clean, color="#4c72b0", label="no IRT flag")
+    ax.bar(order, flagged, bottom=clean, color="#dd8452", label="an IRT flag (wrong key, low a, r_ir < 0)")
+    ax.set_ylabel("items")
+    ax.set_title("Verifier verdicts on the real-run exam (202 items)")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    paths = [FIG / "verdicts_vs_irt_flags.png"]
+    fig.savefig(paths[0], dpi=130)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    a_all = base_result.items["a"]
+    ax.hist([a_all[joined.index[joined.verdict == "keep"]], a_all[joined.index[joined.verdict != "keep"]]],
+            bins=20, stacked=True, color=["#4c72b0", "#dd8452"], label=["verifier keeps", "verifier removes/re-keys"])
+    ax.axvline(a_all.mean(), color="k", ls="--", lw=1, label=f"mean a, all items ({a_all.mean():.2f})")
+    ax.axvline(kept_result.items["a"].mean(), color="#4c72b0", ls=":", lw=1.5,
+               label=f"mean a, refit on kept ({kept_result.items['a'].mean():.2f})")
+    ax.set_xlabel("discrimination a (fit on all 202 items)")
+    ax.set_ylabel("items")
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    paths.append(FIG / "discrimination_by_verdict.png")
+    fig.savefig(paths[1], dpi=130)
+    plt.close(fig)
+    return paths
+
+
+def markdown(frame: "pd.DataFrame", index: bool = True) -> str:
+    """A GitHub markdown table of a small DataFrame (no tabulate dependency)."""
+    frame = frame.reset_index() if index else frame
+    head = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def _fmt_pr(d: dict) -> str:
+    return f"precision {d['precision']:.2f} ({d['tp']}/{d['tp'] + d['fp']}), recall {d['recall']:.2f} ({d['tp']}/{d['tp'] + d['fn']})"
+
+
+def stage_analyze(_: argparse.Namespace) -> None:
+    import pandas as pd
+
+    report = pd.read_csv(OUT / "report.csv", keep_default_na=False)
+    labels = read_hand_labels()
+    missing = [i for i in labels if i not in set(report["item"])]
+    if missing:
+        raise SystemExit(f"report.csv lacks {len(missing)} hand-labelled items (e.g. {missing[0]}); run --stage verify")
+    all_long = pd.read_csv(DATA / "responses.csv.gz")
+    base, base_flags, base_result = fit_summary(all_long)
+    rekeyed = {r.item: "ABCD".index(r.new_key) for r in report.itertuples() if str(r.rekeyed) == "True"}
+    kept_ids = [r.item for r in report.itertuples() if r.verdict == "keep" or r.item in rekeyed]
+    kept, kept_flags, kept_result = fit_summary(rescored_responses(kept_ids, rekeyed))
+    keep_only = [r.item for r in report.itertuples() if r.verdict == "keep"]
+    strict, _, _ = fit_summary(rescored_responses(keep_only, {}))
+    matched = matched_heldout(all_long, kept_ids, rescored_responses(kept_ids, rekeyed))
+    scores = {"all": hand_label_scores(report, base_flags, labels),
+              "first sample, random part (seed 16)": hand_label_scores(report, base_flags, labels, "random_seed16"),
+              "fresh sample (seed 17)": hand_label_scores(report, base_flags, labels, "fresh_seed17")}
+    conf = confusion(report, base_flags)
+    by_label = label_table(report, labels)
+    figures = plot(report, base_flags, base_result, kept_result)
+    counts = report["verdict"].value_counts().reindex(["keep", *FLAWED], fill_value=0).to_dict()
+    payload = {"verdicts": counts, "rekeyed": len(rekeyed), "kept": len(kept_ids), "hand_labels": scores,
+               "confusion": conf.to_dict(orient="records"), "hand_label_x_verdict": by_label.to_dict(),
+               "fit_all_items": base, "fit_kept_items": kept, "fit_keep_verdict_only": strict,
+               "matched_heldout_loglik_per_cell": matched,
+               "facet_ranking_changed": {f: base["facet_ranking"][f] != kept["facet_ranking"][f]
+                                         for f in base["facet_ranking"]},
+               "figures": [str(p.relative_to(ROOT)) for p in figures]}
+    (OUT / "analysis.json").write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    lines = ["# Verification of data/real_run/exam.jsonl (issue 16)", "",
+             f"Verdicts: {counts}; re-keyed {len(rekeyed)}; kept {len(kept_ids)} of {len(report)}.", ""]
+    for name, sc in scores.items():
+        lines += [f"## Hand labels ({name}: {sc['n']} items, {sc['n_flawed']} flawed, {sc['n_sound']} sound)", "",
+                  f"* verifier non-keep: {_fmt_pr(sc['verifier'])}; keeps {sc['sound_kept_share']:.0%} of sound items",
+                  f"* IRT wrong_key_flag: {_fmt_pr(sc['irt_wrong_key_flag'])}",
+                  f"* verifier or IRT flag: {_fmt_pr(sc['verifier_or_irt'])}", ""]
+    lines += ["## Hand label x verdict", "", markdown(by_label), "",
+              "## Verdict x IRT flags (fit on all 202 items)", "", markdown(conf, index=False), "",
+              "## Refit of the hierarchical 3PL (llm + retriever + icl, 10% of cells held out, seed 0)", "",
+              "| | all items | kept (keep + re-keyed) | keep verdict only |", "|---|---:|---:|---:|"]
+    for key in ("n_items", "n_cells", "rmse", "rmse_baseline", "heldout_loglik_per_cell", "heldout_loglik_baseline",
+                "mean_discrimination", "median_discrimination", "share_wrong_key_flag", "share_low_discrimination",
+                "share_negative_item_rest", "share_any_flag"):
+        vals = [d[key] for d in (base, kept, strict)]
+        lines.append(f"| {key} | " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in vals) + " |")
+    for f in base["facet_ranking"]:
+        lines.append(f"| ranking {f} | " + " | ".join(" > ".join(d["facet_ranking"][f]) for d in (base, kept, strict))
+                     + " |")
+    lines += ["", f"Held-out log-likelihood per cell on the same {matched['cells']} hidden cells of the kept items "
+              f"(10% of all cells hidden, seed 0): fit on all items {matched['all_items']:.4f}, fit on kept items "
+              f"{matched['kept_items']:.4f}."]
+    (OUT / "analysis.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    print("figures: " + ", ".join(payload["figures"]))
 
 
 if __name__ == "__main__":

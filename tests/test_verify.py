@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -118,11 +119,29 @@ def test_near_duplicate_candidates():
     ([0.1, 0.2, 0.3, 0.2], [0.3, 0.2, 0.3, 0.2], "unsupported", None),
     ([0.1, 0.9, 0.1, 0.8], [0.05, 0.6, 0.05, 0.3], "multiple_correct", None),
 ])
-def test_decision_rules(judge, pick, verdict, new_key):
-    v = decide(item(), judge, pick, [])
+def test_absolute_decision_rules(judge, pick, verdict, new_key):
+    v = decide(item(), judge, pick, [], VerifyConfig(rule="absolute"))
     assert v.verdict == verdict and v.new_key == new_key
     assert v.kept == (verdict == "keep" or new_key is not None)
     assert v.reason
+
+
+@pytest.mark.parametrize("judge,pick,verdict,new_key", [
+    ([0.1, 0.9, 0.2, 0.1], [0.05, 0.85, 0.05, 0.05], "keep", None),
+    ([0.02, 0.05, 0.02, 0.03], [0.2, 0.4, 0.2, 0.2], "keep", None),          # says No to all: only shares count
+    ([0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], "keep", None),     # cannot tell: keep
+    ([0.1, 0.2, 0.1, 0.9], [0.05, 0.1, 0.05, 0.8], "wrong_key", 3),          # clear: re-keyed
+    ([0.2, 0.2, 0.2, 0.4], [0.2, 0.25, 0.2, 0.35], "wrong_key", None),      # preferred, not clear
+    ([0.3, 0.02, 0.3, 0.3], [0.3, 0.1, 0.3, 0.3], "unsupported", None),
+    ([0.1, 0.9, 0.1, 0.9], [0.05, 0.45, 0.05, 0.45], "multiple_correct", None),
+])
+def test_relative_decision_rules(judge, pick, verdict, new_key):
+    v = decide(item(), judge, pick, [])
+    assert v.verdict == verdict and v.new_key == new_key, v.reason
+    # a common Yes/No bias does not change a relative verdict
+    logit = [math.log(j / (1 - j)) + 3.0 for j in judge]
+    biased = [1 / (1 + math.exp(-x)) for x in logit]
+    assert decide(item(), biased, pick, []).verdict == verdict
 
 
 def test_static_findings_win_and_rekey_can_be_switched_off():

@@ -29,18 +29,30 @@ Checks that need no LLM (:func:`static_checks`):
   case/punctuation, or one of them is the other plus extra words (after removing the
   words that all candidates share), e.g. ``DROP COLUMN c`` vs ``DROP COLUMN c CASCADE``.
 
-Verdict of an item (:func:`decide`), with ``key`` its keyed index and ``best`` the
-candidate with the highest ``pick``, thresholds in :class:`VerifyConfig`:
+Verdict of an item (:func:`decide`), thresholds in :class:`VerifyConfig`. A static
+finding decides first. Then, by default (``rule="relative"``), the verdict uses only
+comparisons between an item's own candidates, so a model's overall leaning to "Yes" or
+"No" (small models often answer "No" to everything) cancels: with
+``share_k = exp(y_k) / sum_j exp(y_j)`` (the judge's log-odds turned into shares over
+the candidates) the support is ``s_k = (share_k + pick_k) / 2`` (``share_k`` alone
+without a pick pass); ``best`` is the candidate of highest support:
 
-1. a static check fires: its verdict;
-2. ``best != key``, ``pick_best >= pick_min`` and ``judge_best >= judge_key``:
-   ``wrong_key``; re-keyed to ``best`` when also ``pick_best >= rekey_pick`` and
-   ``judge_best >= 0.5 > judge_key`` (the correct candidate is clear);
-3. ``judge_key < 0.5`` and ``pick_key < pick_min``: ``unsupported`` (the verifier
-   neither accepts the key alone nor picks it);
-4. another candidate o with ``judge_o >= 0.5``, ``judge_key >= 0.5`` and
-   ``pick_o >= second_pick``: ``multiple_correct``;
-5. otherwise ``keep``.
+1. ``best != key``, ``s_best - s_key >= margin`` and ``best`` stands out (``s_best`` at
+   least ``margin / 2`` above every other candidate): ``wrong_key``, re-keyed to
+   ``best`` when ``s_best >= rekey_support`` (the correct candidate is clear);
+2. ``s_key <= unsupported_support`` (far below the 1/K of a verifier that cannot
+   tell): ``unsupported``;
+3. ``best != key`` and ``s_best - s_key >= margin`` (several candidates beat the key):
+   ``wrong_key``, not re-keyed;
+4. another candidate o with ``s_o >= second_support`` and ``s_key >= second_support``:
+   ``multiple_correct``;
+5. otherwise ``keep`` (a verifier that cannot tell the candidates apart keeps the item).
+
+``rule="absolute"`` reads the judge's probabilities against 0.5 instead: wrong_key when
+``best`` (highest ``pick``) differs from the key with ``pick_best >= pick_min`` and
+``judge_best >= judge_key``; unsupported when ``judge_key < 0.5`` and ``pick_key <
+pick_min``; multiple_correct when another candidate has ``judge >= 0.5`` (and ``pick >=
+second_pick``) next to an accepted key.
 """
 
 from __future__ import annotations
@@ -83,13 +95,21 @@ class VerifyConfig:
     second_pick: float = 0.25
     judge_accept: float = 0.5
     calibrate: bool = False  # subtract the log-odds of the content-free answer N/A
+    rule: str = "relative"  # "relative" (bias-free, within the item) or "absolute"
+    margin: float = 0.10
+    rekey_support: float = 0.5
+    unsupported_support: float = 0.15
+    second_support: float = 0.30
     rekey: bool = True
     static_checks: bool = True
 
     def __post_init__(self) -> None:
         if self.permutations < 0:
             raise InputError("permutations must be >= 0", column="permutations")
-        for name in ("pick_min", "rekey_pick", "second_pick", "judge_accept"):
+        if self.rule not in ("relative", "absolute"):
+            raise InputError(f"rule must be 'relative' or 'absolute', got {self.rule!r}", column="rule")
+        for name in ("pick_min", "rekey_pick", "second_pick", "judge_accept", "margin", "rekey_support",
+                     "unsupported_support", "second_support"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InputError(f"{name} must lie in [0, 1]", column=name)
 
@@ -424,6 +444,8 @@ def decide(item: ExamItem, judge: Sequence[float], pick: Sequence[float],
         worst = next(v for v in ("malformed", "unsupported", "multiple_correct") if v in labels)
         reasons = "; ".join(r for v, r in checks if v == worst)
         return ItemVerdict(item.id, worst, key, None, reasons, list(judge), list(pick), labels)
+    if config.rule == "relative":
+        return _decide_relative(item, judge, pick, config)
     n = len(item.choices)
     have_pick = not any(math.isnan(p) for p in pick)
     acc = config.judge_accept
@@ -452,6 +474,44 @@ def decide(item: ExamItem, judge: Sequence[float], pick: Sequence[float],
     reason = (f"key {LETTERS[key]} accepted (P(correct)={judge[key]:.2f}"
               + (f", picked {pick[key]:.2f})" if have_pick else ")"))
     return ItemVerdict(item.id, "keep", key, None, reason, list(judge), list(pick))
+
+
+def support_scores(judge: Sequence[float], pick: Sequence[float]) -> list[float]:
+    """s_k = (share_k + pick_k) / 2 with share_k the softmax over candidates of logit(judge_k)."""
+    logodds = [math.log(max(j, 1e-12)) - math.log(max(1.0 - j, 1e-12)) for j in judge]
+    m = max(logodds)
+    z = [math.exp(v - m) for v in logodds]
+    share = [v / sum(z) for v in z]
+    if any(math.isnan(p) for p in pick):
+        return share
+    return [(a + b) / 2 for a, b in zip(share, pick)]
+
+
+def _decide_relative(item: ExamItem, judge: Sequence[float], pick: Sequence[float],
+                     config: VerifyConfig) -> ItemVerdict:
+    key, n = item.answer, len(item.choices)
+    s = support_scores(judge, pick)
+    best = max(range(n), key=lambda k: s[k])
+
+    def verdict(name: str, reason: str, new_key: int | None = None) -> ItemVerdict:
+        scores = ", ".join(f"{LETTERS[k]} {s[k]:.2f}" for k in range(n))
+        return ItemVerdict(item.id, name, key, new_key, f"{reason} (support {scores})", list(judge), list(pick))
+
+    beaten = best != key and s[best] - s[key] >= config.margin
+    second = max(s[k] for k in range(n) if k != best)
+    if beaten and s[best] - second >= config.margin / 2:
+        new_key = best if (config.rekey and s[best] >= config.rekey_support) else None
+        return verdict("wrong_key", f"the verifier supports {LETTERS[best]} over the key {LETTERS[key]}"
+                       + (f"; re-keyed to {LETTERS[best]}" if new_key is not None else ""), new_key)
+    if s[key] <= config.unsupported_support:
+        return verdict("unsupported", f"the verifier gives the key {LETTERS[key]} almost no support")
+    if beaten:
+        return verdict("wrong_key", f"the verifier supports {LETTERS[best]} and others over the key {LETTERS[key]}")
+    others = [o for o in range(n) if o != key and s[o] >= config.second_support]
+    if others and s[key] >= config.second_support:
+        o = max(others, key=lambda k: s[k])
+        return verdict("multiple_correct", f"the verifier supports {LETTERS[o]} as much as the key {LETTERS[key]}")
+    return verdict("keep", f"key {LETTERS[key]} supported")
 
 
 # ------------------------------------------------------------------ the run
