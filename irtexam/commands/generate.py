@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=None, help="LLM call cache (default $IRTEXAM_CACHE/calls)")
     p.add_argument("--model", default=None, help="model id to request from a server URL")
     p.add_argument("--api-key-env", default=None, help="environment variable holding the server's API key")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                   help="number format of a local LLM; auto (default): bfloat16 where the CPU has native bf16 "
+                        "units, else float32 (faster there)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     add_chunk_options(p)
     p.set_defaults(func=run)
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                            f"{chunk_report.empty_documents} empty)")
     base = load_llm(args.llm, dtype=args.dtype, model=args.model, api_key_env=args.api_key_env,
                     num_threads=args.threads)
+    if hasattr(base, "progress"):
+        base.progress = True  # per-token bar while a batch decodes
     llm = CachedLLM(base, args.cache_dir or cache_root() / "calls", progress=True)
     items, report = generate_exam(chunks, llm, config, raw_path=_sidecar(args.out, ".raw.jsonl"))
     if items:
