@@ -291,6 +291,20 @@ def test_a_verifier_url_that_cannot_score_is_a_one_line_error(tmp_path, capsys):
     assert "cannot score" in err and "chat-only" in err
 
 
+def test_filter_chain_runs_the_verify_step_through_the_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("IRTEXAM_CACHE", str(tmp_path / "user_cache"))  # the step's default call cache
+    srv = HTTPServer(("127.0.0.1", 0), _ChatOnly)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        exam = tmp_path / "exam.jsonl"
+        write_exam([item()], exam)
+        code, err = _cli(["filter", str(exam), "--chain", "format,verify", "--out", str(tmp_path / "o.jsonl"),
+                          "--verify-llm", f"http://127.0.0.1:{srv.server_port}/v1"], capsys)
+    finally:
+        srv.shutdown()
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot score" in err
+
+
 def test_non_finite_scores_are_refused():
     class NaNVerifier(ScriptedVerifier):
         def score(self, requests):

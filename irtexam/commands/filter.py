@@ -12,7 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "filter", help="a-priori filters (format, length, self-containment, Jaccard/embedding candidates)",
         description="Run a named filter chain ('paper': format, length, self_containment, extra_candidate, "
-                    "intra_candidate; 'cheap': the first three, no embeddings) or a comma list of filters. "
+                    "intra_candidate; 'cheap': the first three, no embeddings; 'verified': 'paper' then the LLM "
+                    "verifier of `irtexam verify`, removing without re-keying) or a comma list of filters. "
                     "Thresholds left out are calibrated to --target-rate removal per candidate filter.")
     p.add_argument("exam", type=Path)
     p.add_argument("--out", required=True, type=Path, help="kept items (JSONL)")
@@ -25,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--patterns", type=Path, default=None, help="file with one self-containment regex per line")
     p.add_argument("--no-embeddings", action="store_true", help="Jaccard rules only (no MiniLM)")
     p.add_argument("--baseline-llm", default=None, help="also compute the no-question baseline with this LLM")
+    p.add_argument("--verify-llm", default=None, help="verifier of the 'verify' step (default qwen2.5-coder-1.5b)")
     p.set_defaults(func=run)
 
 
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
                                    "use_embeddings": emb},
                "intra_candidate": {"t3": args.t3, "t4": args.t4, "target_rate": args.target_rate,
                                    "use_embeddings": emb}}
+    if args.verify_llm:
+        options["verify"] = {"llm": args.verify_llm}
     if args.patterns:
         pats = [line.strip() for line in args.patterns.read_text(encoding="utf-8").splitlines()
                 if line.strip() and not line.startswith("#")]
