@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "ResponseMatrix": ("irtexam.responses", "ResponseMatrix"),
     "fit": ("irtexam.irt.fit", "fit"),
-    "FitResult": ("irtexam.irt.fit", "FitResult"),
+    "FitResult": ("irtexam.irt.result", "FitResult"),
     "ModelSpec": ("irtexam.irt.model", "ModelSpec"),
-    "load_fit": ("irtexam.irt.io", "load_fit"),
+    "load_fit": ("irtexam.irt.result", "load_fit"),
     "simulate": ("irtexam.irt.simulate", "simulate"),
     "prob_correct": ("irtexam.irt.likelihood", "prob_correct"),
     "item_information": ("irtexam.analysis.information", "item_information"),

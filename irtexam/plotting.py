@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .analysis import information as inf
+from .irt import kinds
 
 
 def _axes(ax):
@@ -45,18 +46,13 @@ def ability_crosses(ax, abilities: Mapping[str, float] | pd.Series | Sequence[fl
     return ax
 
 
-def _params(items: pd.DataFrame):
-    c = items["c"].to_numpy() if "c" in items else None
-    return items["a"].to_numpy(), items["b"].to_numpy(), c
-
-
 def plot_icc(items: pd.DataFrame, theta=None, ax=None, abilities=None, max_items: int = 200,
              highlight: Sequence[str] | None = None):
     """Item characteristic curves P_i(theta) = c + (1 - c) sigmoid(a (theta - b)), one line per item."""
     ax = _axes(ax)
     grid = _grid(theta)
     shown = items.iloc[:max_items]
-    p = np.asarray(inf.prob_correct(grid, *_params(shown)))
+    p = np.asarray(kinds.prob_correct(grid, kinds.from_table(shown)))  # GRM: P(any credit)
     hl = set(highlight or [])
     for j, item in enumerate(shown.index):
         ax.plot(grid, p[:, j], lw=1.6 if item in hl else 0.8, alpha=1.0 if item in hl else 0.5,
@@ -74,10 +70,10 @@ def plot_item_information(items: pd.DataFrame, theta=None, ax=None, abilities=No
     ax = _axes(ax)
     grid = _grid(theta)
     shown = items.iloc[:max_items]
-    info = np.asarray(inf.item_information(grid, *_params(shown)))
+    info = inf.table_information(grid, shown)
     ax.plot(grid, info, lw=0.8, alpha=0.5)
     if show_mean:
-        full = np.asarray(inf.exam_information(grid, *_params(items)))
+        full = inf.table_information(grid, items).mean(axis=-1)
         ax.plot(grid, full, color="black", lw=2.2, label="mean (exam)")
         ax.legend(loc="upper right", fontsize=8)
     ax.set_xlabel(r"ability $\theta$")

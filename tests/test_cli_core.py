@@ -65,7 +65,7 @@ def test_unknown_facet_and_missing_file(tmp_path, capsys):
     responses = tmp_path / "r.csv"
     main(["simulate", "--items", "10", "--examinees", "5", "--out", str(responses)])
     assert main(["fit", str(responses), "--facets", "llm", "--out", str(tmp_path / "o")]) == 2
-    assert "facet(s) ['llm'] not found" in capsys.readouterr().err
+    assert "unknown facet term 'llm'" in capsys.readouterr().err
     assert main(["fit", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == 2
     assert "file not found" in capsys.readouterr().err
 

@@ -209,7 +209,11 @@ def test_laplace_sd_close_to_observed_hessian():
     # abilities are a function of the raw parameters (fixed scale): delta method
     jac = np.asarray(jax.jacfwd(lambda f: mdl.examinee_theta(unravel(f), spec, design))(flat), dtype=np.float64)
     theta_sd = np.sqrt(np.diag(jac @ covariance @ jac.T))
-    np.testing.assert_allclose(result.examinees["theta_sd"], theta_sd, rtol=0.15)
+    # the reported sd comes from 500 joint draws (Monte Carlo error ~3%) of the expected-information
+    # Laplace approximation; the reference uses the observed Hessian
+    ratio = result.examinees["theta_sd"].to_numpy() / theta_sd
+    assert 0.9 < np.median(ratio) < 1.1
+    np.testing.assert_allclose(result.examinees["theta_sd"], theta_sd, rtol=0.2)
 
 
 def test_warm_start_reuses_parameters_by_id(fit_3pl, sim_3pl):
@@ -266,7 +270,7 @@ def test_graded_response_model_recovery():
 
 def test_errors_say_what_to_do():
     responses, _ = irtexam.simulate(20, None, facets={"llm": 2, "retriever": 2}, seed=1)
-    with pytest.raises(IrtexamError, match="facet.*'icl'.*not found.*llm"):
+    with pytest.raises(IrtexamError, match="facet.*'icl'.*facet columns llm"):
         irtexam.fit(responses, facets=["llm", "icl"])
     graded, _ = irtexam.simulate(20, 30, model="grm", seed=1)
     with pytest.raises(IrtexamError, match="grm"):

@@ -3,7 +3,6 @@
 import base64
 import json
 import re
-from types import SimpleNamespace
 
 import matplotlib
 matplotlib.use("Agg")
@@ -13,6 +12,8 @@ import pytest  # noqa: E402
 
 from irtexam.analysis.report import render_html, render_markdown  # noqa: E402
 from irtexam.analysis.summary import analyze_fit  # noqa: E402
+from irtexam.irt import model as mdl  # noqa: E402
+from irtexam.irt.result import FitResult  # noqa: E402
 from irtexam.responses import ResponseMatrix  # noqa: E402
 
 QUESTIONS = ["What is the default port?", "Which setting should you configure to enable TLS?",
@@ -40,15 +41,15 @@ def known_fit(seed=0, n_ex=40, noise_item=True):
     facet_df = pd.DataFrame({"facet": ["llm", "llm"], "level": ["big", "small"], "theta": [0.1, -0.1],
                              "theta_sd": [0.2, 0.2], "theta_low": [-0.2, -0.4], "theta_high": [0.4, 0.2]})
 
-    def draws(name, n=200):
-        r = np.random.default_rng(1)
-        base = {"a": a, "b": b, "c": c, "theta": th}[name]
-        d = base + (0.1 if name != "c" else 0.01) * r.standard_normal((n, base.size))
-        return np.clip(d, 0, 0.5) if name == "c" else d
-
-    return SimpleNamespace(items=items, examinees=examinees, responses=rm, facets=facet_df, contrasts=None,
-                           model="3pl", method="map", fit_stats={"loglik": -100.0, "rmse": 0.4},
-                           predict=lambda: p, draws=draws)
+    r = np.random.default_rng(1)
+    samples = {name: base + (0.1 if name != "c" else 0.01) * r.standard_normal((200, base.size))
+               for name, base in {"a": a, "b": b, "c": c, "theta": th}.items()}
+    samples["c"] = np.clip(samples["c"], 0, 0.5)
+    spec = mdl.ModelSpec(kind="3pl")
+    params = {"a": np.log(a), "d": -a * b, "c": np.log(c / (1 - c)), "theta_raw": th}
+    return FitResult(spec=spec, design=mdl.build_design(rm, spec), method="map", responses=rm, params=params,
+                     items=items, examinees=examinees, facets=facet_df, contrasts=None,
+                     fit_stats={"loglik": -100.0, "rmse": 0.4}, samples=samples)
 
 
 def test_analyze_fit_writes_tables_figures_and_flags(tmp_path):

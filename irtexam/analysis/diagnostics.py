@@ -7,17 +7,19 @@ same shape. :func:`diagnose` applies them to a fit result.
 - Outfit mean square (unweighted): mean over observed cells of z^2 with
   z = (x - P) / sqrt(P (1 - P)). Expected value 1; > 1.3 means noisy, < 0.7 overfit.
 - Infit mean square (information weighted): sum (x - P)^2 / sum P (1 - P).
-- RMSE per item: sqrt(mean (x - P)^2) against the mean baseline sqrt(mean (x - xbar_i)^2),
-  xbar_i the item's proportion correct.
+- RMSE per item: sqrt(mean (x - P)^2) against the mean baseline sqrt(mean (x - xbar)^2),
+  xbar the average exam performance (grand mean, the paper's Table 5 baseline).
 - Yen's Q3: correlation over examinees of the residuals d = x - P of two items;
   a pair is flagged when Q3 - mean(Q3) > 0.2 (Christensen et al. 2017), a bound
   raised for small samples to the Bonferroni critical correlation (see q3_threshold).
-- Posterior predictive check: replicate X_rep ~ Bernoulli(P_s) for parameter draws s;
+- Posterior predictive check: replicate X_rep from the fit's joint posterior draws s;
   compare observed total scores per examinee and per item with the replicated ones
   (two-sided posterior predictive p-value).
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,16 +29,21 @@ def _mask(x: np.ndarray) -> np.ndarray:
     return ~np.isnan(x)
 
 
-def fit_mean_squares(x: np.ndarray, p: np.ndarray, axis: int = 1) -> pd.DataFrame:
+def fit_mean_squares(x: np.ndarray, p: np.ndarray, axis: int = 1, variance: np.ndarray | None = None) -> pd.DataFrame:
     """Infit and outfit mean squares along ``axis`` (1: per item, 0: per examinee).
 
-    outfit = mean(z^2), z = (x - P)/sqrt(P(1 - P)); infit = sum (x - P)^2 / sum P(1 - P),
-    both over observed cells. Returns columns infit, outfit, n.
+    outfit = mean(z^2), z = (x - E[X])/sqrt(Var[X]); infit = sum (x - E[X])^2 / sum Var[X],
+    both over observed cells. Binary: E[X] = P, Var[X] = P (1 - P) (the default when
+    ``variance`` is None); graded items pass their own variance. Returns columns infit, outfit, n.
     """
     x = np.asarray(x, dtype=float)
-    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
     m = _mask(x)
-    var = p * (1 - p)
+    if variance is None:
+        p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
+        var = p * (1 - p)
+    else:
+        p = np.asarray(p, dtype=float)
+        var = np.maximum(np.asarray(variance, dtype=float), 1e-6)
     r2 = np.where(m, (np.nan_to_num(x) - p) ** 2, 0.0)
     v = np.where(m, var, 0.0)
     n = m.sum(axis=axis)
@@ -46,19 +53,21 @@ def fit_mean_squares(x: np.ndarray, p: np.ndarray, axis: int = 1) -> pd.DataFram
     return pd.DataFrame({"infit": infit, "outfit": outfit, "n": n})
 
 
-def item_rmse(x: np.ndarray, p: np.ndarray) -> pd.DataFrame:
+def item_rmse(x: np.ndarray, p: np.ndarray, baseline: float | None = None) -> pd.DataFrame:
     """Per-item RMSE of the model, sqrt(mean (x - P)^2), and of the mean baseline.
 
-    The baseline predicts every examinee's response to item i by the item's
-    proportion correct xbar_i: sqrt(mean (x - xbar_i)^2). Columns rmse, rmse_baseline.
+    The baseline is the paper's (Table 5): one constant prediction for every cell, the
+    average exam performance (grand mean of the observed scores, ``baseline`` when given),
+    sqrt(mean_m (x_im - xbar)^2) per item. The same definition is used by the fit
+    statistics (:func:`irtexam.irt.stats.fit_statistics`). Columns rmse, rmse_baseline.
     """
     x = np.asarray(x, dtype=float)
     m = _mask(x)
     n = m.sum(axis=1)
-    xbar = np.nansum(x, axis=1) / np.maximum(n, 1)
+    xbar = float(np.nanmean(x)) if baseline is None else float(baseline)
     with np.errstate(invalid="ignore", divide="ignore"):
         rmse = np.sqrt(np.where(m, (np.nan_to_num(x) - p) ** 2, 0).sum(1) / n)
-        base = np.sqrt(np.where(m, (np.nan_to_num(x) - xbar[:, None]) ** 2, 0).sum(1) / n)
+        base = np.sqrt(np.where(m, (np.nan_to_num(x) - xbar) ** 2, 0).sum(1) / n)
     return pd.DataFrame({"rmse": rmse, "rmse_baseline": base})
 
 
@@ -133,15 +142,19 @@ def replicate(p_draws: np.ndarray, mask: np.ndarray, seed: int = 0) -> np.ndarra
     return rep
 
 
-def ppc_scores(x: np.ndarray, p_draws: np.ndarray, seed: int = 0) -> dict[str, pd.DataFrame | np.ndarray]:
+def ppc_scores(x: np.ndarray, p_draws: np.ndarray | None = None, seed: int = 0,
+               replicates: np.ndarray | None = None) -> dict[str, pd.DataFrame | np.ndarray]:
     """Posterior predictive check of total scores per examinee and per item.
 
-    For each unit, the observed total T_obs and replicated totals T_rep,s; the
-    two-sided p-value is 2 min(Pr(T_rep >= T_obs), Pr(T_rep <= T_obs)), capped at 1.
+    ``replicates`` (S, items, examinees) are replicated response matrices (any score
+    scale, NaN where missing); without them binary replicates are drawn from ``p_draws``.
+    For each unit, the observed total T_obs and replicated totals T_rep,s give the 90%
+    band (5% and 95% quantiles of T_rep) and the two-sided p-value
+    2 min(Pr(T_rep >= T_obs), Pr(T_rep <= T_obs)), capped at 1.
     Returns {'examinee': DataFrame, 'item': DataFrame, 'rep_examinee': (S, E), 'rep_item': (S, I)}.
     """
     x = np.asarray(x, dtype=float)
-    rep = replicate(np.asarray(p_draws, dtype=float), _mask(x), seed)
+    rep = replicates if replicates is not None else replicate(np.asarray(p_draws, dtype=float), _mask(x), seed)
     out: dict = {}
     for name, axis in (("examinee", 0), ("item", 1)):
         obs = np.nansum(x, axis=axis)
@@ -154,6 +167,14 @@ def ppc_scores(x: np.ndarray, p_draws: np.ndarray, seed: int = 0) -> dict[str, p
                                   "ppp": np.minimum(1.0, 2 * np.minimum(hi, lo))})
         out[f"rep_{name}"] = reps
     return out
+
+
+def ppc_calibration(ppc: Mapping[str, pd.DataFrame], unit: str = "examinee") -> dict[str, float]:
+    """Share of observed totals outside their 90% replicated band, and replicated/observed mean total."""
+    table = ppc[unit]
+    outside = (table["observed"] < table["replicated_low"]) | (table["observed"] > table["replicated_high"])
+    return {"outside_90": float(outside.mean()),
+            "mean_ratio": float(table["replicated_mean"].mean() / max(table["observed"].mean(), 1e-12))}
 
 
 def likely_wrong_key(x: np.ndarray, theta: np.ndarray, strong_quantile: float = 0.75,
@@ -199,42 +220,56 @@ def item_flags(items: pd.DataFrame, a_min: float = 0.65) -> pd.DataFrame:
 
 def diagnose(result, n_draws: int = 200, seed: int = 0, q3_min: float | None = None,
              draws: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:
-    """All diagnostics for a fit result (see module doc).
+    """All diagnostics for a fit result (see module doc), for every model kind.
 
-    Returns {'items': per-item table (infit, outfit, rmse, rmse_baseline,
-    ppp, p_strong, flags...), 'examinees': per-examinee table (infit, outfit,
-    observed/replicated score, ppp), 'local_dependence': flagged pairs,
-    'summary': dict with counts of every flag, 'ppc': replicates}. ``draws`` may
-    pass precomputed {'a', 'b', 'c', 'theta'} draws (S, ...) to avoid resampling.
+    Residual statistics use the expected score E[X] and its variance Var[X] per cell
+    (binary: P and P (1 - P); graded: from the category probabilities); the posterior
+    predictive check replicates whole response matrices from the fit's joint posterior
+    draws (:meth:`FitResult.replicate`), so its bands agree with the fit's intervals.
+    Returns {'items': per-item table (infit, outfit, rmse, rmse_baseline, ppp, p_strong,
+    flags...), 'examinees': per-examinee table (infit, outfit, observed/replicated score,
+    ppp), 'local_dependence': flagged pairs, 'summary': dict with counts of every flag,
+    'ppc': replicates}. ``draws`` is accepted for compatibility and ignored.
     """
+    from ..irt import kinds
+
     rm = result.responses
     x = np.asarray(rm.values, dtype=float)
     items_df = result.items.loc[list(rm.items)]
     ex_df = result.examinees.loc[list(rm.examinees)]
-    p = np.asarray(result.predict(), dtype=float)
-    per_item = fit_mean_squares(x, p, axis=1).set_axis(list(rm.items))
-    per_item = per_item.join(item_rmse(x, p).set_axis(list(rm.items)))
-    try:
-        got = dict(draws or {})
-        for k in ("a", "b", "c", "theta"):
-            if k not in got:
-                got[k] = np.asarray(result.draws(k, n=n_draws))
-        a, b, c, th = (np.asarray(got[k], dtype=float) for k in ("a", "b", "c", "theta"))
-        # (S, I, E): P_s[i, e] = c_s,i + (1 - c_s,i) sigmoid(a_s,i (theta_s,e - b_s,i))
-        z = a[:, :, None] * (th[:, None, :] - b[:, :, None])
-        p_draws = c[:, :, None] + (1 - c[:, :, None]) / (1 + np.exp(-z))
-    except Exception:  # noqa: BLE001 - no draws: replicate from the point estimate
-        p_draws = p[None, :, :].repeat(n_draws, axis=0)
-    ppc = ppc_scores(x, p_draws, seed=seed)
+    item_params = result.item_params()
+    theta = ex_df["theta"].to_numpy(dtype=float)
+    column = kinds.ItemParams(*(None if v is None else (np.asarray(v)[:, None] if k != "thresholds"
+                                                        else np.asarray(v)[:, None, :])
+                                for k, v in zip(item_params._fields, item_params)))
+    probs = np.asarray(kinds.category_probs(theta[None, :], column, pairwise=True))       # (I, E, K+1)
+    scores = np.arange(probs.shape[-1], dtype=float)
+    p = probs @ scores
+    variance = probs @ scores ** 2 - p ** 2
+    per_item = fit_mean_squares(x, p, axis=1, variance=variance).set_axis(list(rm.items))
+    baseline = float(np.nanmean(x))
+    per_item = per_item.join(item_rmse(x, p, baseline).set_axis(list(rm.items)))
+    notes = []
+    if result.samples is not None:
+        replicates = result.replicate(n=n_draws, seed=seed)
+    else:
+        notes.append("no posterior draws: the predictive check replicates from the point estimate")
+        rng = np.random.default_rng(seed)
+        replicates = np.stack([np.where(_mask(x), kinds.simulate_responses(theta[None, :], column, rng,
+                                                                           pairwise=True), np.nan)
+                               for _ in range(n_draws)])
+    ppc = ppc_scores(x, replicates=replicates)
     per_item["ppp"] = ppc["item"]["ppp"].to_numpy()
-    wk = likely_wrong_key(x, ex_df["theta"].to_numpy()).set_axis(list(rm.items))
+    scale = max(float(np.nanmax(x)) if np.isfinite(x).any() else 1.0, 1.0)
+    wk = likely_wrong_key(x / scale, theta).set_axis(list(rm.items))
     per_item = per_item.join(wk).join(item_flags(items_df))
     per_item["misfit_flag"] = (per_item["outfit"] > 1.5) | (per_item["infit"] > 1.3)
     per_item.index.name = "item"
-    per_ex = fit_mean_squares(x, p, axis=0).set_axis(list(rm.examinees))
+    per_ex = fit_mean_squares(x, p, axis=0, variance=variance).set_axis(list(rm.examinees))
     per_ex = per_ex.join(ppc["examinee"].set_axis(list(rm.examinees)))
     per_ex.index.name = "examinee"
     ld = local_dependence(x, p, list(rm.items), q3_min)
+    calibration = ppc_calibration(ppc)
     summary = {
         "n_items": len(per_item), "n_examinees": len(per_ex),
         "low_discrimination": int(per_item["low_discrimination"].sum()),
@@ -243,7 +278,11 @@ def diagnose(result, n_draws: int = 200, seed: int = 0, q3_min: float | None = N
         "local_dependence_pairs": int(len(ld)),
         "q3_threshold": float(ld.attrs["threshold"]),
         "rmse": float(np.sqrt(np.nanmean((x - p) ** 2))),
-        "rmse_baseline": float(np.sqrt(np.nanmean((x - np.nanmean(x, axis=1, keepdims=True)) ** 2))),
+        "rmse_baseline": float(np.sqrt(np.nanmean((x - baseline) ** 2))),
+        "baseline": baseline,
+        "ppc_examinees_outside_90": calibration["outside_90"],
+        "ppc_replicated_to_observed_mean": calibration["mean_ratio"],
+        "notes": notes,
     }
     return {"items": per_item, "examinees": per_ex, "local_dependence": ld, "summary": summary,
             "ppc": ppc}

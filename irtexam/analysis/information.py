@@ -1,4 +1,4 @@
-"""Item and exam (test) information for the 3PL model, with posterior bands.
+"""Item and exam (test) information for every model kind, with posterior bands.
 
 The 3PL item response function is
 
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..irt import kinds
 
 DEFAULT_GRID = (-4.0, 4.0, 161)
 
@@ -40,42 +41,17 @@ def theta_grid(low: float = DEFAULT_GRID[0], high: float = DEFAULT_GRID[1],
     return np.linspace(low, high, int(n))
 
 
-def _xp(*arrays):
-    """jax.numpy when any input is a JAX array (or tracer, under grad/vmap/jit), else NumPy.
-
-    NumPy avoids JAX's per-shape compilation for small one-off evaluations;
-    JAX inputs keep everything differentiable and vmappable.
-    """
-    return jnp if any(isinstance(x, jax.Array) for x in arrays) else np
-
-
-def _sigmoid(xp, z):
-    if xp is np:
-        from scipy.special import expit
-
-        return expit(z)
-    return jax.nn.sigmoid(z)
-
-
-def _outer(theta, a, b, c):
-    """Broadcast theta (T...) against item parameters (I...) to shape (T..., I...)."""
-    xp = _xp(theta, a, b, c)
-    theta = xp.asarray(theta) * 1.0
-    a = xp.asarray(a) * 1.0
-    b = xp.asarray(b) * 1.0
-    c = xp.zeros_like(a) if c is None else xp.asarray(c) * 1.0
-    a, b, c = xp.broadcast_arrays(a, b, c)
-    th = theta.reshape(theta.shape + (1,) * a.ndim)
-    return xp, th, a, b, c
+def _items(a, b, c=None) -> kinds.ItemParams:
+    return kinds.ItemParams(a=a, b=b, c=c)
 
 
 def prob_correct(theta, a, b, c=None):
     """3PL probability of a correct answer on the outer grid theta x items.
 
     P(theta) = c + (1 - c) * sigmoid(a (theta - b)); output shape theta.shape + a.shape.
+    (Computed by :func:`irtexam.irt.kinds.prob_correct`.)
     """
-    xp, th, a, b, c = _outer(theta, a, b, c)
-    return c + (1.0 - c) * _sigmoid(xp, a * (th - b))
+    return kinds.prob_correct(theta, _items(a, b, c))
 
 
 def item_information(theta, a, b, c=None):
@@ -86,12 +62,10 @@ def item_information(theta, a, b, c=None):
     1 - P = (1 - c)(1 - s), so I = a^2 s^2 (1 - c)(1 - s) / (c + (1 - c) s).
     ``c=None`` means c = 0 (2PL, where I = a^2 P (1 - P)). Output shape is
     theta.shape + a.shape (e.g. (T, I) for a grid of T abilities and I items).
-    NumPy in, NumPy out; JAX arrays in (or tracers), JAX out.
+    NumPy in, NumPy out; JAX arrays in (or tracers), JAX out. (One definition:
+    :func:`irtexam.irt.kinds.information`.)
     """
-    xp, th, a, b, c = _outer(theta, a, b, c)
-    s = _sigmoid(xp, a * (th - b))
-    p = c + (1.0 - c) * s
-    return a ** 2 * s ** 2 * (1.0 - c) * (1.0 - s) / xp.maximum(p, 1e-30)
+    return kinds.information(theta, _items(a, b, c))
 
 
 def graded_item_information(theta, a, thresholds):
@@ -107,19 +81,13 @@ def graded_item_information(theta, a, thresholds):
     ``thresholds`` has shape (items, K) (increasing); output theta.shape + (items,).
     With K = 1 this is the 2PL information a^2 P (1 - P).
     """
-    xp = _xp(theta, a, thresholds)
-    theta = xp.asarray(theta) * 1.0
-    a = xp.asarray(a) * 1.0
-    thresholds = xp.asarray(thresholds) * 1.0
-    th = theta.reshape(theta.shape + (1, 1))
-    star = _sigmoid(xp, a[:, None] * (th - thresholds))                      # (T..., I, K)
-    ones = xp.ones(star.shape[:-1] + (1,))
-    zeros = xp.zeros(star.shape[:-1] + (1,))
-    upper = xp.concatenate([ones, star], axis=-1)                              # P*_k, k = 0..K
-    lower = xp.concatenate([star, zeros], axis=-1)                             # P*_{k+1}
-    prob = xp.maximum(upper - lower, 1e-30)
-    slope = upper * (1.0 - upper) - lower * (1.0 - lower)
-    return (a ** 2) * (slope ** 2 / prob).sum(axis=-1)
+    return kinds.information(theta, kinds.ItemParams(a=a, b=None, thresholds=thresholds))
+
+
+def table_information(theta, items: pd.DataFrame) -> np.ndarray:
+    """Item information (T, I) of the items in a fit's items table, for any model kind
+    (binary a, b, c columns or graded b_1..b_K; see :func:`irtexam.irt.kinds.from_table`)."""
+    return np.asarray(kinds.information(np.asarray(theta, dtype=float), kinds.from_table(items)))
 
 
 def exam_information(theta, a, b, c=None, items: np.ndarray | Sequence[int] | None = None,
@@ -149,7 +117,7 @@ def _reduce(info, reduce: str):
 
 def standard_error(theta, a, b, c=None, items=None):
     """Standard error of the ability estimate: SE(theta) = 1 / sqrt(sum_i I_i(theta))."""
-    return 1.0 / _xp(theta, a, b, c).sqrt(exam_information(theta, a, b, c, items=items, reduce="sum"))
+    return 1.0 / kinds._xp(theta, a, b, c).sqrt(exam_information(theta, a, b, c, items=items, reduce="sum"))
 
 
 def information_draws(theta, a_draws, b_draws, c_draws=None, items=None,
@@ -224,9 +192,7 @@ def category_information(theta, items: pd.DataFrame, labels: pd.Series,
         raise InputError(f"{len(missing)} labelled items have no fitted parameters "
                          f"(first: {missing[:3]}); categorise the items of the fit")
     member = category_membership(labels, order)
-    params = items.loc[member.index]
-    c = params["c"].to_numpy() if "c" in params else None
-    info = np.asarray(item_information(theta, params["a"].to_numpy(), params["b"].to_numpy(), c))
+    info = table_information(theta, items.loc[member.index])
     out = {}
     for cat in member.columns:
         mask = member[cat].to_numpy()
@@ -243,15 +209,13 @@ def mean_information(items: pd.DataFrame, theta_range: tuple[float, float] = (-2
     mean_k I_i(theta_k), theta_k = linspace(low, high, n); indexed like ``items``.
     """
     grid = theta_grid(theta_range[0], theta_range[1], n)
-    c = items["c"].to_numpy() if "c" in items else None
-    info = np.asarray(item_information(grid, items["a"].to_numpy(), items["b"].to_numpy(), c))
+    info = table_information(grid, items)
     return pd.Series(info.mean(axis=0), index=items.index, name="information")
 
 
 def information_table(items: pd.DataFrame, theta: np.ndarray) -> pd.DataFrame:
     """Long table (item, theta, information) of every item's curve on the grid."""
-    c = items["c"].to_numpy() if "c" in items else None
-    info = np.asarray(item_information(theta, items["a"].to_numpy(), items["b"].to_numpy(), c))
+    info = table_information(theta, items)
     return pd.DataFrame({
         "item": np.tile(np.asarray(items.index), len(theta)),
         "theta": np.repeat(np.asarray(theta, dtype=float), len(items)),
@@ -267,16 +231,14 @@ def exam_information_summary(items: pd.DataFrame, theta: np.ndarray,
     ("grid" for grid points, "examinee:<id>" for each ability in ``abilities``,
     the crosses of the paper's figures).
     """
-    c = items["c"].to_numpy() if "c" in items else None
-    a, b = items["a"].to_numpy(), items["b"].to_numpy()
     rows = [("grid", np.asarray(theta, dtype=float))]
     if abilities is not None:
         ab = pd.Series(abilities)
         rows += [(f"examinee:{k}", np.array([float(v)])) for k, v in ab.items()]
     frames = []
     for kind, th in rows:
-        total = np.asarray(exam_information(th, a, b, c, reduce="sum"))
-        frames.append(pd.DataFrame({"theta": th, "mean_information": total / len(a),
+        total = table_information(th, items).sum(axis=-1)
+        frames.append(pd.DataFrame({"theta": th, "mean_information": total / len(items),
                                     "test_information": total, "se": 1.0 / np.sqrt(total),
                                     "kind": kind}))
     return pd.concat(frames, ignore_index=True)

@@ -148,14 +148,13 @@ def link_items(items: pd.DataFrame, A: float, B: float) -> pd.DataFrame:
     """
     out = items.copy()
     out["a"] = items["a"] / A
-    out["b"] = A * items["b"] + B
+    for column in [col for col in items.columns if col == "b" or (col.startswith("b_") and col[2:].isdigit())]:
+        out[column] = A * items[column] + B  # GRM thresholds b_k move like b
     return out
 
 
 def _grid_mean_information(items: pd.DataFrame, grid: np.ndarray) -> np.ndarray:
-    c = items["c"].to_numpy() if "c" in items else None
-    return np.asarray(inf.exam_information(grid, items["a"].to_numpy(), items["b"].to_numpy(), c,
-                                           reduce="sum"))
+    return inf.table_information(grid, items).sum(axis=-1)
 
 
 SCALES = ("step0", "linked", "refit")
@@ -294,5 +293,4 @@ def prune(responses, model: str = "3pl", drop: float = 0.1, steps: int = 3, by: 
 
 def _curve(items: pd.DataFrame, grid: np.ndarray) -> np.ndarray:
     """Mean exam information (eq. 4) of ``items`` on ``grid``."""
-    c = items["c"].to_numpy() if "c" in items else None
-    return np.asarray(inf.exam_information(grid, items["a"].to_numpy(), items["b"].to_numpy(), c))
+    return inf.table_information(grid, items).mean(axis=-1)

@@ -20,25 +20,6 @@ from . import diagnostics as dg
 from . import information as inf
 
 
-def param_draws(result, n: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Posterior (or Laplace) draws of a, b, c as (S, I) arrays, or None if unavailable.
-
-    c is zeros for models without guessing (2PL, 1PL) and is broadcast when fixed.
-    """
-    try:
-        a = np.asarray(result.draws("a", n=n), dtype=float)
-        b = np.asarray(result.draws("b", n=n), dtype=float)
-    except Exception:  # noqa: BLE001 - reported by the caller as a note
-        return None
-    try:
-        c = np.asarray(result.draws("c", n=n), dtype=float)
-    except Exception:  # noqa: BLE001
-        c = np.zeros_like(a)
-    a, b = np.broadcast_arrays(a, b)
-    c = np.broadcast_to(c, a.shape)
-    return a, b, c
-
-
 def item_categories(result, exam_questions: pd.Series | None = None, keywords=None) -> tuple[pd.DataFrame, list[str]]:
     """Categories (bloom, question_word) of the fitted items, with notes.
 
@@ -91,36 +72,29 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     tables: dict[str, str] = {}
     figs: dict[str, str] = {}
 
-    a, b = items["a"].to_numpy(), items["b"].to_numpy()
-    c = items["c"].to_numpy() if "c" in items else None
     items["information_mean_-2_2"] = inf.mean_information(items, (-2.0, 2.0))
     items = items.join(cats)
 
-    draws = param_draws(result, n_draws)
-    shared = None
-    if draws is not None:
-        try:
-            shared = {"a": draws[0], "b": draws[1], "c": draws[2],
-                      "theta": np.asarray(result.draws("theta", n=n_draws), dtype=float)}
-        except Exception:  # noqa: BLE001 - diagnose falls back to point estimates
-            shared = None
-    diag = dg.diagnose(result, n_draws=n_draws, seed=seed, draws=shared)
-    if shared is None:
-        notes.append("posterior predictive checks use the point estimate only (no draws available)")
+    diag = dg.diagnose(result, n_draws=n_draws, seed=seed)
+    notes.extend(diag["summary"].pop("notes", []))
     items = items.join(diag["items"], rsuffix="_diag")
-    exam_info_at = np.asarray(inf.exam_information(abilities.to_numpy(), a, b, c, reduce="sum"))
+    exam_info_at = result.information(abilities.to_numpy()).sum(axis=-1)  # every model kind
     exam["test_information_at_theta"] = exam_info_at
     exam["se_at_theta"] = 1.0 / np.sqrt(exam_info_at)
     exam = exam.join(diag["examinees"], rsuffix="_diag")
 
-    total = np.asarray(inf.exam_information(grid, a, b, c, reduce="sum"))
-    curve = pd.DataFrame({"theta": grid, "mean_information": total / len(a), "test_information": total,
+    total = result.information(grid).sum(axis=-1)
+    n_items = len(items)
+    curve = pd.DataFrame({"theta": grid, "mean_information": total / n_items, "test_information": total,
                           "se": 1.0 / np.sqrt(total)})
     band = None
-    if draws is None:
+    if result.samples is None:
         notes.append("no parameter draws available: information curves have no posterior band")
     else:
-        band = inf.information_band(grid, *draws)
+        # the same joint posterior draws as every interval of the fit
+        per_draw = result.information(grid, draws=n_draws, seed=seed).mean(axis=-1)       # (S, T)
+        band = pd.DataFrame({"theta": grid, "mean": per_draw.mean(axis=0),
+                             "low": np.quantile(per_draw, 0.05, axis=0), "high": np.quantile(per_draw, 0.95, axis=0)})
         curve["mean_information_low"] = band["low"].to_numpy()
         curve["mean_information_high"] = band["high"].to_numpy()
 

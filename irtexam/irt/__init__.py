@@ -7,8 +7,8 @@ from .compile_cache import enable_compilation_cache
 
 enable_compilation_cache()
 
-from .fit import FitResult, fit  # noqa: E402
-from .io import load_fit  # noqa: E402
+from .fit import fit  # noqa: E402
+from .result import FitResult, load_fit  # noqa: E402
 from .likelihood import bernoulli_loglik, graded_category_logprobs, prob_correct  # noqa: E402
 from .model import ModelSpec  # noqa: E402
 from .simulate import simulate  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -21,116 +21,16 @@ from scipy import optimize
 
 from ..errors import IrtexamError
 from ..responses import ResponseMatrix
-from . import alternating
+from . import alternating, kinds
 from . import model as mdl
-from .laplace import LaplaceCovariance, laplace_covariance
+from .draws import laplace_draws
+from .laplace import laplace_covariance
+from .result import FitResult, examinee_table, facet_tables, item_table, load_fit
 from .stats import fit_statistics, heldout_split
 
-Z90 = 1.6448536269514722  # standard normal 95% quantile: 90% central intervals
 DEFAULT_FACETS = ("llm", "retriever", "icl")
-
-
-@dataclass
-class FitResult:
-    """A fitted IRT model: point estimates, uncertainty, tables and InferenceData.
-
-    Tables (pandas DataFrames):
-      ``items``: index item; a, b, c (GRM: a, b = mean threshold, b_1..b_K) with _sd, _low, _high (90%).
-      ``examinees``: index examinee; theta, theta_sd, theta_low, theta_high, facet columns.
-      ``facets``: facet, level, theta, theta_sd, theta_low, theta_high, n_examinees (None without facets).
-      ``contrasts``: every pair of levels within a facet: facet, level, reference, diff, sd, low, high.
-    """
-
-    spec: mdl.ModelSpec
-    design: mdl.Design
-    method: str
-    responses: ResponseMatrix
-    params: dict[str, np.ndarray]
-    items: pd.DataFrame
-    examinees: pd.DataFrame
-    facets: pd.DataFrame | None
-    contrasts: pd.DataFrame | None
-    fit_stats: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    samples: dict[str, np.ndarray] | None = None  # NUTS: constrained draws, (chains * draws, ...)
-    laplace: LaplaceCovariance | None = None
-    diagnostics: pd.DataFrame | None = None
-    chains: int = 1  # NUTS: samples are stored chain-major, (chains * draws, ...)
-    seed: int = 0
-    _idata: Any = None
-
-    @property
-    def model(self) -> str:
-        """Model kind: '1pl', '2pl', '3pl' or 'grm'."""
-        return self.spec.kind
-
-    @property
-    def idata(self) -> Any:
-        """arviz InferenceData (built on first access)."""
-        if self._idata is None:
-            from .idata import to_inference_data
-            self._idata = to_inference_data(self)
-        return self._idata
-
-    def summary(self) -> pd.DataFrame:
-        """One table of every estimated quantity: name, index, estimate, sd, low, high."""
-        rows = []
-        for name in self.spec.item_param_names() + (("b",) if self.spec.kind == "grm" else ()):
-            if name not in self.items:
-                continue
-            for item, row in self.items.iterrows():
-                rows.append(("item", name, item, row[name], row[f"{name}_sd"], row[f"{name}_low"], row[f"{name}_high"]))
-        for examinee, row in self.examinees.iterrows():
-            rows.append(("examinee", "theta", examinee, row["theta"], row["theta_sd"], row["theta_low"],
-                         row["theta_high"]))
-        if self.facets is not None:
-            for _, row in self.facets.iterrows():
-                rows.append(("facet", f"theta_{row['facet']}", row["level"], row["theta"], row["theta_sd"],
-                             row["theta_low"], row["theta_high"]))
-        return pd.DataFrame(rows, columns=["kind", "parameter", "id", "estimate", "sd", "low", "high"])
-
-    def predict(self) -> np.ndarray:
-        """Expected score per cell (n_items, n_examinees): P(X = 1) or E[X] for the GRM."""
-        return expected_scores(self.params, self.spec, self.design)
-
-    def draws(self, name: str, n: int = 200, seed: int = 0) -> np.ndarray:
-        """Posterior draws (n, ...) of 'a', 'b', 'c', 'theta' or 'theta_<facet>'.
-
-        NUTS: a random subset of the MCMC draws. MAP: draws from the Laplace
-        approximation (Gaussian in unconstrained space, items and persons drawn from
-        their marginals; the item/person cross-covariance is not propagated).
-        """
-        rng = np.random.default_rng(seed)
-        if self.samples is not None:
-            if name not in self.samples:
-                raise IrtexamError(f"no draws of '{name}'; available: {sorted(self.samples)}")
-            values = self.samples[name]
-            pick = rng.choice(values.shape[0], size=min(n, values.shape[0]), replace=values.shape[0] < n)
-            return values[pick]
-        if self.laplace is None:
-            raise IrtexamError("this fit has no uncertainty estimate (fit with se=True)")
-        return laplace_draws(self, name, n, rng)
-
-    def save(self, directory: str | Path) -> Path:
-        """Write items.csv, examinees.csv, facets.csv, contrasts.csv, fit.nc, meta.json, responses.csv.gz."""
-        from .io import save_fit
-        return save_fit(self, directory)
-
-
-# ----------------------------------------------------------------------------- helpers
-def expected_scores(params: Mapping[str, Any], spec: mdl.ModelSpec, design: mdl.Design) -> np.ndarray:
-    """E[X_im] under the fitted parameters: P for binary models, sum_k k P(X=k) for the GRM."""
-    jparams = {k: jnp.asarray(v) for k, v in params.items()}
-    if spec.kind == "grm":
-        from . import likelihood as lk
-        theta = mdl.examinee_theta(jparams, spec, design)
-        logp = lk.graded_category_logprobs(theta[None, :], jnp.exp(jparams["a"])[:, None],
-                                           mdl.grm_thresholds(jparams))
-        return np.asarray(jnp.exp(logp) @ jnp.arange(design.max_score + 1, dtype=logp.dtype))
-    constrained = mdl.constrain(jparams, spec, design)
-    from .likelihood import prob_correct
-    return np.asarray(prob_correct(constrained["theta"][None, :], constrained["a"][:, None],
-                                   constrained["b"][:, None], constrained["c"][:, None]))
+METHODS = ("map", "nuts")
+__all__ = ["DEFAULT_FACETS", "FitResult", "fit", "load_fit", "map_estimate", "lbfgs_map", "nuts_samples"]
 
 
 def _warm_start(init: "FitResult | Mapping[str, np.ndarray] | None", spec: mdl.ModelSpec,
@@ -163,19 +63,30 @@ def _warm_start(init: "FitResult | Mapping[str, np.ndarray] | None", spec: mdl.M
 
 
 def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | None) -> tuple[str, ...]:
+    """Facet terms: column names, or interactions of columns joined by ':' (e.g. "llm:icl")."""
     if facets is None:
         return ()
     if isinstance(facets, str):
         facets = [f.strip() for f in facets.split(",") if f.strip()]
-    missing = [f for f in facets if f not in responses.facet_names]
-    if missing:
-        raise IrtexamError(f"facet(s) {missing} not found: the responses{' from ' + responses.source if responses.source else ''} "
-                           f"have facet columns {responses.facet_names or 'none'}; add them to the long table or "
-                           f"omit --facets")
-    for facet in facets:
-        if len(responses.facet_levels(facet)) < 2:
-            raise IrtexamError(f"facet '{facet}' has a single level; it cannot be separated from the overall "
-                               f"ability: drop it from the facet list")
+    facets = [str(f).strip() for f in facets]
+    source = f" from {responses.source}" if responses.source else ""
+    allowed = responses.facet_names
+    for term in facets:
+        parts = term.split(mdl.INTERACTION)
+        unknown = [p for p in parts if p not in allowed]
+        if unknown or len(set(parts)) != len(parts) or not all(parts):
+            if not allowed:
+                raise IrtexamError(f"unknown facet term '{term}': the responses{source} have no facet columns; "
+                                   f"add them to the long table or omit --facets")
+            raise IrtexamError(f"unknown facet term '{term}': the responses{source} have facet columns "
+                               f"{', '.join(allowed)}; use those names, or interactions of two of them such as "
+                               f"'{allowed[0]}:{allowed[-1]}'")
+        for part in parts:
+            if len(responses.facet_levels(part)) < 2:
+                raise IrtexamError(f"facet '{part}' has a single level; it cannot be separated from the overall "
+                                   f"ability: drop it from the facet list")
+    if len(set(facets)) != len(facets):
+        raise IrtexamError(f"facet terms repeat: {', '.join(facets)}")
     return tuple(facets)
 
 
@@ -196,7 +107,7 @@ def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                                                    precision=precision)
         finite = all(np.all(np.isfinite(v)) for v in params.values())
         if finite and (warm["converged"] or solver == "alternating"):
-            warm["max_abs_gradient"] = float("nan")
+            warm["max_abs_gradient"] = None  # alternating scoring stops on parameter changes, not gradients
             return params, warm
         # not converged in 200 sweeps, or numerically broken: L-BFGS finishes (from the start values if broken)
         params, info = lbfgs_map(spec, design, mask, params if finite else init, max_iter=max_iter, tol=tol,
@@ -266,10 +177,16 @@ def nuts_samples(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray, init
                 chain_method="vectorized" if chains > 1 else "sequential", progress_bar=progress)
     started = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(seed), spec, design, y, jnp.asarray(mask), init_params=init_params,
-             extra_fields=("diverging",))
+             extra_fields=("diverging", "num_steps", "adapt_state.step_size"))
     draws = {k: np.asarray(v, dtype=np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
-    info = {"divergences": int(diverging.sum()), "divergences_per_chain": diverging.sum(axis=1).tolist(),
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    diverging = np.asarray(extra["diverging"])
+    num_steps = np.asarray(extra["num_steps"])
+    stats = {"diverging": diverging.reshape(-1), "tree_depth": np.floor(np.log2(np.maximum(num_steps, 1))).reshape(-1)
+             .astype(np.int64) + 1, "n_steps": num_steps.reshape(-1),
+             "step_size": np.asarray(extra["adapt_state.step_size"], dtype=np.float64).reshape(-1)}
+    info = {"sample_stats": stats, "divergences": int(diverging.sum()),
+            "divergences_per_chain": diverging.sum(axis=1).tolist(),
             "seconds": time.perf_counter() - started, "chains": chains, "warmup": warmup, "samples": samples,
             "target_accept": target_accept}
     del numpyro
@@ -289,191 +206,6 @@ def unconstrain_draws(draws: Mapping[str, np.ndarray], spec: mdl.ModelSpec) -> d
         elif key in ("d", "b1", "theta_raw", "resid") or key.startswith("z_"):
             out[key] = value
     return out
-
-
-# ----------------------------------------------------------------------------- tables
-def _interval_table(estimate: np.ndarray, sd: np.ndarray, low: np.ndarray, high: np.ndarray,
-                    name: str) -> dict[str, np.ndarray]:
-    return {name: estimate, f"{name}_sd": sd, f"{name}_low": low, f"{name}_high": high}
-
-
-def _tables_from_samples(result_draws: Mapping[str, np.ndarray], spec: mdl.ModelSpec,
-                         design: mdl.Design) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
-    def stats(values: np.ndarray, name: str) -> dict[str, np.ndarray]:
-        return _interval_table(values.mean(axis=0), values.std(axis=0, ddof=1), np.quantile(values, 0.05, axis=0),
-                               np.quantile(values, 0.95, axis=0), name)
-
-    columns: dict[str, np.ndarray] = {}
-    for name in ("a", "b", "c"):
-        if name in result_draws:
-            columns.update(stats(result_draws[name], name))
-    if spec.kind == "grm":
-        thresholds = result_draws["thresholds"]
-        columns.update(stats(thresholds.mean(axis=-1), "b"))
-        for k in range(thresholds.shape[-1]):
-            columns.update(stats(thresholds[..., k], f"b_{k + 1}"))
-    items = pd.DataFrame(columns, index=pd.Index(design.items, name="item"))
-    examinees = pd.DataFrame(stats(result_draws["theta"], "theta"), index=pd.Index(design.examinees, name="examinee"))
-    return items, examinees, {k: v for k, v in result_draws.items()}
-
-
-def _map_tables(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
-                cov: LaplaceCovariance | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Tables from a MAP estimate; intervals are Laplace intervals mapped through the transforms."""
-    n_items = design.n_items
-    nan = np.full(n_items, np.nan)
-
-    def transformed(key: str, forward, column: int | None = None) -> tuple[np.ndarray, ...]:
-        u = np.asarray(params[key]) if column is None else np.asarray(params[key])[:, column]
-        sd_u = (cov.item_sd(key) if column is None else cov.item_sd(key)[:, column]) if cov is not None else nan
-        value = forward(u)
-        eps = 1e-4
-        derivative = (forward(u + eps) - forward(u - eps)) / (2 * eps)
-        return value, np.abs(derivative) * sd_u, forward(u - Z90 * sd_u), forward(u + Z90 * sd_u)
-
-    columns: dict[str, np.ndarray] = {}
-    if "a" in params:
-        columns.update(_interval_table(*transformed("a", np.exp), "a"))
-    else:
-        columns.update(_interval_table(np.ones(n_items), np.zeros(n_items), np.ones(n_items), np.ones(n_items), "a"))
-    if spec.kind == "grm":
-        thresholds = np.asarray(mdl.grm_thresholds({k: jnp.asarray(v) for k, v in params.items()}))
-        # Delta method for b_k = b1 + sum_{j<k} exp(gap_j), ignoring the covariance between b1 and gaps.
-        b1_sd = cov.item_sd("b1") if cov is not None else nan
-        gap_sd = cov.item_sd("gap") if cov is not None and "gap" in params else None
-        sds = [b1_sd]
-        for k in range(1, thresholds.shape[1]):
-            gaps = np.exp(np.asarray(params["gap"])[:, :k])
-            gsd = (gap_sd if gap_sd.ndim == 2 else gap_sd[:, None])[:, :k] if gap_sd is not None else 0.0
-            sds.append(np.sqrt(b1_sd ** 2 + np.sum((gaps * gsd) ** 2, axis=1)))
-        mean_sd = np.sqrt(np.mean(np.square(sds), axis=0))
-        mean_b = thresholds.mean(axis=1)
-        columns.update(_interval_table(mean_b, mean_sd, mean_b - Z90 * mean_sd, mean_b + Z90 * mean_sd, "b"))
-        for k in range(thresholds.shape[1]):
-            columns.update(_interval_table(thresholds[:, k], sds[k], thresholds[:, k] - Z90 * sds[k],
-                                           thresholds[:, k] + Z90 * sds[k], f"b_{k + 1}"))
-    else:
-        # b = -d / a: delta method with the joint (log a, d) covariance of each item.
-        a_values = np.exp(np.asarray(params["a"])) if "a" in params else np.ones(n_items)
-        b = -np.asarray(params["d"]) / a_values
-        if cov is None:
-            b_sd = nan
-        else:
-            jd = cov.item_slices["d"].start
-            var_d = cov.item_cov[:, jd, jd]
-            if "a" in params:
-                ja = cov.item_slices["a"].start
-                # db/dlog a = -b, db/dd = -1/a
-                var = (b ** 2 * cov.item_cov[:, ja, ja] + var_d / a_values ** 2
-                       + 2 * (b / a_values) * cov.item_cov[:, ja, jd])
-            else:
-                var = var_d
-            b_sd = np.sqrt(np.maximum(var, 0.0))
-        columns.update(_interval_table(b, b_sd, b - Z90 * b_sd, b + Z90 * b_sd, "b"))
-        if "c" in params:
-            sigmoid = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
-            columns.update(_interval_table(*transformed("c", sigmoid), "c"))
-        else:
-            c = np.full(n_items, spec.fixed_c)
-            columns.update(_interval_table(c, np.zeros(n_items), c, c, "c"))
-    items = pd.DataFrame(columns, index=pd.Index(design.items, name="item"))
-
-    theta = np.asarray(mdl.examinee_theta({k: jnp.asarray(v) for k, v in params.items()}, spec, design),
-                       dtype=np.float64)
-    theta_sd = np.sqrt(np.maximum(np.diag(cov.theta_cov()), 0.0)) if cov is not None else np.full_like(theta, np.nan)
-    examinees = pd.DataFrame(_interval_table(theta, theta_sd, theta - Z90 * theta_sd, theta + Z90 * theta_sd, "theta"),
-                             index=pd.Index(design.examinees, name="examinee"))
-    return items, examinees
-
-
-def _facet_tables(spec: mdl.ModelSpec, design: mdl.Design, responses: ResponseMatrix,
-                  level_draws: Mapping[str, np.ndarray] | None, params: Mapping[str, np.ndarray] | None,
-                  cov: LaplaceCovariance | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """Facet level abilities and all pairwise contrasts, from draws (NUTS) or the Laplace covariance (MAP)."""
-    if not spec.facets:
-        return None, None
-    level_rows, contrast_rows = [], []
-    for facet in spec.facets:
-        levels = design.facet_levels[facet]
-        counts = responses.examinee_facets[facet].value_counts()
-        if level_draws is not None:
-            draws = level_draws[f"theta_{facet}"]  # (n, K)
-            mean, sd = draws.mean(axis=0), draws.std(axis=0, ddof=1)
-            low, high = np.quantile(draws, 0.05, axis=0), np.quantile(draws, 0.95, axis=0)
-        else:
-            mean, level_cov = _facet_level_moments(facet, spec, design, params, cov)
-            sd = np.sqrt(np.maximum(np.diag(level_cov), 0.0))
-            low, high = mean - Z90 * sd, mean + Z90 * sd
-        for k, level in enumerate(levels):
-            level_rows.append({"facet": facet, "level": level, "theta": mean[k], "theta_sd": sd[k],
-                               "theta_low": low[k], "theta_high": high[k], "n_examinees": int(counts.get(level, 0))})
-        for j, reference in enumerate(levels):
-            for k, level in enumerate(levels):
-                if j == k:
-                    continue
-                if level_draws is not None:
-                    diff = draws[:, k] - draws[:, j]
-                    row = {"diff": diff.mean(), "sd": diff.std(ddof=1), "low": np.quantile(diff, 0.05),
-                           "high": np.quantile(diff, 0.95), "prob_greater": float((diff > 0).mean())}
-                else:
-                    d = mean[k] - mean[j]
-                    s = float(np.sqrt(max(level_cov[k, k] + level_cov[j, j] - 2 * level_cov[j, k], 0.0)))
-                    from scipy.stats import norm
-                    row = {"diff": d, "sd": s, "low": d - Z90 * s, "high": d + Z90 * s,
-                           "prob_greater": float(norm.cdf(d / s)) if s > 0 else float(d > 0)}
-                contrast_rows.append({"facet": facet, "level": level, "reference": reference, **row})
-    return pd.DataFrame(level_rows), pd.DataFrame(contrast_rows)
-
-
-def _facet_level_moments(facet: str, spec: mdl.ModelSpec, design: mdl.Design, params: Mapping[str, np.ndarray],
-                         cov: LaplaceCovariance | None) -> tuple[np.ndarray, np.ndarray]:
-    """Level abilities of one facet and their Laplace covariance (delta method through the scaling)."""
-    tree = {k: jnp.asarray(v) for k, v in params.items()}
-    mean = np.asarray(mdl.facet_thetas(tree, spec, design)[facet], dtype=np.float64)
-    if cov is None:
-        return mean, np.full((len(mean), len(mean)), np.nan)
-    keys = cov.person_keys
-
-    def levels(phi: jax.Array) -> jax.Array:
-        local = dict(tree)
-        for key in keys:
-            sl = cov.person_slices[key]
-            local[key] = phi[sl].reshape(np.shape(params[key]))
-        return mdl.facet_thetas(local, spec, design)[facet]
-
-    phi0 = jnp.concatenate([tree[k].reshape(-1) for k in keys])
-    jac = np.asarray(jax.jacfwd(levels)(phi0), dtype=np.float64)
-    return mean, jac @ cov.person_cov @ jac.T
-
-
-def laplace_draws(result: FitResult, name: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Draws from the Laplace approximation of a MAP fit, mapped to the constrained scale."""
-    cov, spec, design = result.laplace, result.spec, result.design
-    params = result.params
-    draws: dict[str, np.ndarray] = {}
-    # Items: each item's unconstrained vector from its marginal Gaussian.
-    if cov.item_keys:
-        mean = np.concatenate([np.asarray(params[k]).reshape(design.n_items, -1) for k in cov.item_keys], axis=1)
-        chol = np.linalg.cholesky(cov.item_cov + 1e-12 * np.eye(cov.item_cov.shape[1]))
-        noise = rng.standard_normal((n,) + mean.shape)
-        sample = mean[None] + np.einsum("ijk,nik->nij", chol, noise)
-        for key in cov.item_keys:
-            sl = cov.item_slices[key]
-            draws[key] = sample[:, :, sl] if key == "gap" else sample[:, :, sl][..., 0]
-    if cov.person_keys:
-        mean = np.concatenate([np.asarray(params[k]).reshape(-1) for k in cov.person_keys])
-        sample = rng.multivariate_normal(mean, cov.person_cov, size=n, method="eigh")
-        for key in cov.person_keys:
-            sl = cov.person_slices[key]
-            draws[key] = sample[:, sl].reshape((n,) + np.shape(params[key]))
-    out = []
-    for s in range(n):
-        tree = {k: jnp.asarray(v[s]) for k, v in draws.items()}
-        constrained = mdl.constrain(tree, spec, design)
-        if name not in constrained:
-            raise IrtexamError(f"no draws of '{name}'; available: {sorted(constrained)}")
-        out.append(np.asarray(constrained[name]))
-    return np.stack(out)
 
 
 # ----------------------------------------------------------------------------- warnings
@@ -528,33 +260,45 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         method: str = "map", seed: int = 0, *, guessing: float | None = None, n_choices: int = 4,
         identify: str = "sum-to-zero", residual: bool = False, init: FitResult | Mapping | None = None,
         heldout: float = 0.0, se: bool | str = True, chains: int = 4, warmup: int = 500, samples: int = 500,
-        target_accept: float = 0.9, progress: bool = False, max_iter: int = 5000,
-        spec: mdl.ModelSpec | None = None) -> FitResult:
+        target_accept: float = 0.9, progress: bool = False, max_iter: int = 5000, draws: int = 500,
+        correct_draws: bool = True, spec: mdl.ModelSpec | None = None) -> FitResult:
     """Fit an IRT model to a response matrix.
 
     Model: P(X=1 | theta, a, b, c) = c + (1 - c) / (1 + exp(-a (theta - b))) ("3pl";
     "2pl": c = 0 or ``guessing``; "1pl": a = 1; "grm": Samejima's graded response model
     for 0..K scores). With ``facets`` the ability of examinee m is
     theta_m = sum_f theta_f[level_f(m)] (+ residual), identified by sum-to-zero levels
-    (or a reference level) and a unit prior scale.
+    (or a reference level) and a fixed ability scale; a term "llm:icl" adds the
+    interaction of two facets (levels sum to zero over each row and column).
+
+    Uncertainty: MAP fits draw ``draws`` joint samples from the Laplace approximation,
+    corrected item by item by Pareto-smoothed importance sampling
+    (:mod:`irtexam.irt.draws`; a one-line warning when an item's correction fails,
+    k-hat > 0.7); NUTS fits use their MCMC draws. Every reported interval (items,
+    examinees, facets, contrasts, prob_greater) comes from these draws.
 
     Args:
         responses: a ResponseMatrix or a path to a long response table.
         model: "1pl", "2pl", "3pl" or "grm".
-        facets: examinee facet columns for the hierarchical model (e.g. ["llm", "retriever", "icl"]).
-        method: "map" (L-BFGS + Laplace) or "nuts" (NumPyro, ``chains`` chains).
-        seed: seeds the held-out split, NUTS, and Laplace draws.
+        facets: examinee facet terms for the hierarchical model (e.g. ["llm", "retriever", "icl", "llm:icl"]).
+        method: "map" (mode + corrected Laplace draws) or "nuts" (NumPyro, ``chains`` chains).
+        seed: seeds the held-out split, NUTS, and the Laplace draws.
         guessing: fix c for every item (e.g. 0.25); None lets the 3PL estimate it.
         n_choices: answer choices per item; centres the prior on c at 1 / n_choices.
         init: a previous FitResult (or unconstrained parameter dict) to warm-start from; matched by id.
-        heldout: fraction of observed cells hidden from the fit and scored afterwards.
-        se: compute Laplace standard errors for MAP (True, "full", "blockwise", False).
+        heldout: fraction in (0, 0.5] of observed cells hidden from the fit and scored afterwards (0: none).
+        se: uncertainty for MAP (True, "full", "blockwise"; False: point estimates only).
+        draws: number of posterior draws of a MAP fit.
+        correct_draws: importance-correct the MAP's Laplace draws (True) or keep them Gaussian.
     """
+    model = kinds.check_kind(model)
+    method = str(method).lower()
+    if method not in METHODS:
+        raise IrtexamError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
+    if not (heldout == 0 or 0 < heldout <= 0.5):
+        raise IrtexamError(f"held-out fraction must be 0 (none) or in (0, 0.5], got {heldout}")
     if isinstance(responses, (str, Path)):
         responses = ResponseMatrix.read(responses, graded=model == "grm")
-    method = method.lower()
-    if method not in ("map", "nuts"):
-        raise IrtexamError(f"unknown method '{method}'; choose 'map' or 'nuts'")
     facet_names = _validate_facets(responses, facets)
     if spec is None:
         spec = mdl.ModelSpec(kind=model, guessing=guessing, n_choices=n_choices, facets=facet_names,
@@ -570,35 +314,43 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
 
     map_params, opt_info = map_estimate(spec, design, train_mask, start, max_iter=max_iter)
     if not opt_info["converged"]:
-        messages.append(f"the MAP optimiser stopped before converging ({opt_info['message']}, "
-                        f"max |gradient| {opt_info['max_abs_gradient']:.2g}); estimates may be off: raise max_iter")
+        gradient = opt_info.get("max_abs_gradient")
+        messages.append(f"the MAP optimiser stopped before converging ({opt_info['message']}"
+                        + (f", max |gradient| {gradient:.2g}" if gradient is not None else "")
+                        + "); estimates may be off: raise max_iter")
 
-    posterior_draws = diagnostics = None
-    cov = None
+    diagnostics = cov = draw_diagnostics = None
+    posterior: dict[str, np.ndarray] | None = None
     sampler_info: dict[str, Any] = {}
+    sample_stats = None
     if method == "map":
         params = map_params
+        point = _reported(params, spec, design)
         if se:
             mode = se if isinstance(se, str) else "auto"
             cov = laplace_covariance(params, spec, design, train_mask, mode=mode)
             if cov.mode == "blockwise":
                 messages.append("standard errors ignore the item/ability coupling (blockwise Laplace, chosen for "
                                 "size); they are somewhat too small")
-        items, examinees = _map_tables(params, spec, design, cov)
-        facet_table, contrasts = _facet_tables(spec, design, responses, None, params, cov)
+            posterior, _, draw_diagnostics = laplace_draws(params, spec, design, train_mask, cov, n_draws=draws,
+                                                           seed=seed, correct=correct_draws)
+            warning = draw_diagnostics.warning(design.items)
+            if warning:
+                messages.append(warning)
     else:
         grouped, sampler_info = nuts_samples(spec, design, train_mask, map_params, chains=chains, warmup=warmup,
                                              samples=samples, seed=seed, target_accept=target_accept,
                                              progress=progress)
+        sample_stats = sampler_info.pop("sample_stats")
         diagnostics = _mcmc_diagnostics(grouped, design, spec)
         messages.extend(_convergence_warnings(diagnostics, sampler_info))
         flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in grouped.items()}
-        items, examinees, posterior_draws = _tables_from_samples(flat, spec, design)
         params = {k: v.mean(axis=0) for k, v in unconstrain_draws(flat, spec).items()}
-        facet_table, contrasts = _facet_tables(spec, design, responses, flat, None, None)
-
-    for facet in responses.facet_names:
-        examinees[facet] = responses.examinee_facets[facet].reindex(examinees.index).to_numpy()
+        posterior = {k: v for k, v in flat.items() if k in _REPORTED or k.startswith("theta_")}
+        point = {k: v.mean(axis=0) for k, v in posterior.items()}
+    items = item_table(point, posterior, spec, design)
+    examinees = examinee_table(point, posterior, design, responses)
+    facet_table, contrasts = facet_tables(point, posterior, spec, design)
 
     stats = fit_statistics(params, spec, design, train_mask, test_mask if heldout > 0 else None)
     stats.update({"method": method, "model": spec.kind, "optimizer": opt_info, **({"sampler": sampler_info}
@@ -608,5 +360,15 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         warnings.warn(message, stacklevel=2)
     return FitResult(spec=spec, design=design, method=method, responses=responses, params=params, items=items,
                      examinees=examinees, facets=facet_table, contrasts=contrasts, fit_stats=stats,
-                     warnings=messages, samples=posterior_draws, laplace=cov, diagnostics=diagnostics,
-                     chains=chains if method == "nuts" else 1, seed=seed)
+                     warnings=messages, samples=posterior, laplace=cov, diagnostics=diagnostics,
+                     chains=chains if method == "nuts" else 1, seed=seed, draw_diagnostics=draw_diagnostics,
+                     sample_stats=sample_stats)
+
+
+_REPORTED = ("a", "b", "c", "thresholds", "theta", "sigma_resid")
+
+
+def _reported(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design) -> dict[str, np.ndarray]:
+    """Reported-scale point estimates (a, b, c / thresholds, theta, theta_<facet>) of unconstrained ``params``."""
+    constrained = mdl.constrain({k: jnp.asarray(v) for k, v in params.items()}, spec, design)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in constrained.items()}

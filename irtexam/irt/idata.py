@@ -2,7 +2,11 @@
 
 MAP and NUTS fits share one container: the ``posterior`` group holds a, b, c
 (dim ``item``), theta (dim ``examinee``), theta_<facet> (dim <facet>) and, for the
-GRM, thresholds (dims ``item``, ``threshold``); a MAP fit is one chain with one draw.
+GRM, thresholds (dims ``item``, ``threshold``). A MAP fit is one chain of its corrected
+Laplace draws (:mod:`irtexam.irt.draws`), a NUTS fit its chains. ``log_likelihood`` holds
+log p(y_im | draw) for every observed cell (dim ``cell``, "item|examinee"), so
+``arviz.loo`` and ``arviz.compare`` work on fits of different structures; NUTS fits add
+``sample_stats`` (diverging, tree_depth, step_size).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .fit import FitResult
+    from .result import FitResult
 
 
 def _arviz() -> Any:
@@ -27,18 +31,47 @@ def _arviz() -> Any:
     return arviz
 
 
+LOGLIK_VALUE_LIMIT = 50_000_000  # draws x observed cells stored in the log_likelihood group
+
+
 def _posterior_arrays(result: "FitResult") -> dict[str, np.ndarray]:
-    """Constrained draws shaped (chain, draw, ...) for the posterior group."""
+    """Reported-scale draws shaped (chain, draw, ...) for the posterior group (a MAP point when no draws)."""
+    chains = max(result.chains, 1)
+    names = _variable_names(result)
+    if result.samples is not None:
+        return {k: np.asarray(v).reshape((chains, -1) + np.shape(v)[1:]) for k, v in result.samples.items()
+                if k in names}
     import jax.numpy as jnp
     from . import model as mdl
-
-    if result.samples is not None:
-        chains = max(result.chains, 1)
-        return {k: v.reshape((chains, -1) + v.shape[1:]) for k, v in result.samples.items()
-                if k in _variable_names(result)}
     constrained = mdl.constrain({k: jnp.asarray(v) for k, v in result.params.items()}, result.spec, result.design)
-    return {k: np.asarray(v, dtype=np.float64)[None, None] for k, v in constrained.items()
-            if k in _variable_names(result)}
+    return {k: np.asarray(v, dtype=np.float64)[None, None] for k, v in constrained.items() if k in names}
+
+
+def pointwise_loglik(result: "FitResult") -> np.ndarray | None:
+    """log p(y_im | draw s) for every draw and observed cell, (chain, draw, cell); None above the size limit.
+
+    Cells are the observed (item, examinee) pairs in row-major order, so ``arviz.loo``
+    gives PSIS-LOO over held-out cells.
+    """
+    if result.samples is None:
+        return None
+    from . import kinds
+    from .result import ItemDraws, _column
+
+    mask = result.design.mask
+    n_draws = next(iter(result.samples.values())).shape[0]
+    if n_draws * int(mask.sum()) > LOGLIK_VALUE_LIMIT:
+        return None
+    names = ("a", "thresholds") if result.spec.kind == "grm" else ("a", "b", "c")
+    items = ItemDraws(result.spec.kind, {k: result.samples[k] for k in names})
+    theta = result.samples["theta"]
+    y = result.design.y
+    out = np.empty((n_draws, int(mask.sum())), dtype=np.float32)
+    for s in range(n_draws):
+        cells = kinds.cell_loglik(y, theta[s][None, :], _column(items.subset_draw(s)), pairwise=True)
+        out[s] = np.asarray(cells)[mask]
+    chains = max(result.chains, 1)
+    return out.reshape((chains, -1, out.shape[-1]))
 
 
 def _variable_names(result: "FitResult") -> set[str]:
@@ -62,15 +95,24 @@ def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
 
 
 def to_inference_data(result: "FitResult") -> Any:
-    """Build an arviz InferenceData (posterior + observed_data + sample_stats attributes)."""
+    """Build an arviz InferenceData: posterior, log_likelihood (per observed cell), sample_stats, observed_data."""
     az = _arviz()
 
     dims, coords = _dims(result)
     posterior = _posterior_arrays(result)
     used_dims = {k: v for k, v in dims.items() if k in posterior}
     observed = {"response": np.where(result.design.mask, result.design.y, np.nan)}
-    idata = az.from_dict(posterior=posterior, observed_data=observed,
-                         coords={**coords}, dims={**used_dims, "response": ["item", "examinee"]},
+    groups: dict[str, Any] = {}
+    loglik = pointwise_loglik(result)
+    if loglik is not None:
+        groups["log_likelihood"] = {"y": loglik}
+        rows, cols = np.nonzero(result.design.mask)
+        coords["cell"] = [f"{result.design.items[i]}|{result.design.examinees[m]}" for i, m in zip(rows, cols)]
+    if result.sample_stats:
+        chains = max(result.chains, 1)
+        groups["sample_stats"] = {k: np.asarray(v).reshape((chains, -1)) for k, v in result.sample_stats.items()}
+    idata = az.from_dict(posterior=posterior, observed_data=observed, coords={**coords},
+                         dims={**used_dims, "response": ["item", "examinee"], "y": ["cell"]}, **groups,
                          attrs={"model": result.spec.kind, "method": result.method,
                                 "facets": ",".join(result.spec.facets), "seed": result.seed})
     return idata

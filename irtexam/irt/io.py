@@ -1,15 +1,18 @@
 """Save and load fitted models as a directory of plain files.
 
-    items.csv      item, a, b, c, a_sd, b_sd, c_sd, ..._low, ..._high (90% intervals)
-    examinees.csv  examinee, theta, theta_sd, theta_low, theta_high, facet columns
-    facets.csv     facet, level, theta, theta_sd, theta_low, theta_high, n_examinees (hierarchical fits)
-    contrasts.csv  facet, level, reference, diff, sd, low, high, prob_greater
-    fit.nc         arviz InferenceData (netCDF)
-    params.npz     unconstrained point estimates (warm starts) and the Laplace covariance
-    meta.json      model spec, method, fit statistics, warnings
-    responses.csv.gz  the response matrix that was fitted
-"""
+    items.csv         item, a, b, c (GRM: b_1..b_K), each with _sd, _low, _high (90% intervals)
+    examinees.csv     examinee, theta, theta_sd, theta_low, theta_high, facet columns
+    facets.csv        facet, level, theta, theta_sd, theta_low, theta_high, n_examinees (hierarchical fits)
+    contrasts.csv     facet, level, reference, diff, sd, low, high, prob_greater
+    draws.npz         the posterior draws every interval comes from (float32)
+    params.npz        unconstrained point estimates (warm starts) and the Laplace covariance
+    meta.json         model spec, method, fit statistics, draw diagnostics, warnings
+    responses.parquet the response matrix that was fitted (long table, zstd)
+    fit.nc            arviz InferenceData (posterior, log_likelihood, sample_stats, observed_data)
 
+This module does not import :class:`irtexam.irt.result.FitResult`: :func:`save_fit` takes
+any object with its attributes and :func:`read_fit` returns its constructor arguments.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -22,7 +25,7 @@ import pandas as pd
 from ..errors import InputError
 from ..responses import ResponseMatrix
 from . import model as mdl
-from .idata import load_netcdf, posterior_draws, save_netcdf
+from .draws import DrawDiagnostics
 from .laplace import LaplaceCovariance
 
 
@@ -38,8 +41,8 @@ def _jsonable(value):
     return value
 
 
-def save_fit(result, directory: str | Path) -> Path:
-    """Write a FitResult to ``directory`` (created if needed)."""
+def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
+    """Write a fit result to ``directory`` (created if needed); ``netcdf=False`` skips fit.nc."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     result.items.to_csv(directory / "items.csv")
@@ -49,18 +52,26 @@ def save_fit(result, directory: str | Path) -> Path:
         result.contrasts.to_csv(directory / "contrasts.csv", index=False)
     if result.diagnostics is not None:
         result.diagnostics.to_csv(directory / "diagnostics.csv", index=False)
-    save_netcdf(result.idata, directory / "fit.nc")
+    if result.samples is not None:
+        np.savez(directory / "draws.npz", **{k: np.asarray(v, dtype=np.float32) for k, v in result.samples.items()})
+    if result.sample_stats:
+        np.savez(directory / "sample_stats.npz", **result.sample_stats)
+    if netcdf:
+        from .idata import save_netcdf
+        save_netcdf(result.idata, directory / "fit.nc")
     arrays = {f"param__{k}": np.asarray(v) for k, v in result.params.items()}
     if result.laplace is not None:
         cov = result.laplace
         arrays.update({"laplace__item_cov": cov.item_cov, "laplace__person_cov": cov.person_cov, "laplace__M": cov.M})
-    np.savez_compressed(directory / "params.npz", **arrays)
+    np.savez(directory / "params.npz", **arrays)
+    draw_diag = getattr(result, "draw_diagnostics", None)
     meta = {
         "spec": dataclasses.asdict(result.spec),
         "method": result.method,
         "seed": result.seed,
         "chains": result.chains,
         "fit_stats": result.fit_stats,
+        "draws": None if draw_diag is None else draw_diag.as_dict(),
         "warnings": result.warnings,
         "laplace": None if result.laplace is None else {
             "item_keys": list(result.laplace.item_keys),
@@ -68,10 +79,11 @@ def save_fit(result, directory: str | Path) -> Path:
             "person_keys": list(result.laplace.person_keys),
             "person_slices": {k: [s.start, s.stop] for k, s in result.laplace.person_slices.items()},
             "mode": result.laplace.mode},
+        "responses_sha256": result.responses.fingerprint() if hasattr(result.responses, "fingerprint") else None,
         "irtexam_version": _version(),
     }
     (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
-    result.responses.save(directory / "responses.csv.gz")
+    result.responses.save(directory / "responses.parquet")
     return directory
 
 
@@ -83,10 +95,8 @@ def _version() -> str:
         return "unknown"
 
 
-def load_fit(directory: str | Path):
-    """Read a fit written by :meth:`FitResult.save` back into a FitResult."""
-    from .fit import FitResult
-
+def read_fit(directory: str | Path) -> dict:
+    """Read a fit folder into the constructor arguments of :class:`irtexam.irt.result.FitResult`."""
     directory = Path(directory)
     meta_path = directory / "meta.json"
     if not meta_path.exists():
@@ -96,7 +106,13 @@ def load_fit(directory: str | Path):
     spec_fields = meta["spec"]
     spec_fields["facets"] = tuple(spec_fields.get("facets") or ())
     spec = mdl.ModelSpec(**spec_fields)
-    responses = ResponseMatrix.read(directory / "responses.csv.gz", graded=spec.kind == "grm")
+    response_path = directory / "responses.parquet"
+    if not response_path.exists():
+        response_path = directory / "responses.csv.gz"  # fits written before 0.2
+    if not response_path.exists():
+        raise InputError("the fit folder has no responses.parquet; refit with `irtexam fit ... --out DIR`",
+                         path=str(directory))
+    responses = ResponseMatrix.read(response_path, graded=spec.kind == "grm")
     design = mdl.build_design(responses, spec)
     arrays = np.load(directory / "params.npz")
     params = {k[len("param__"):]: arrays[k] for k in arrays.files if k.startswith("param__")}
@@ -116,11 +132,20 @@ def load_fit(directory: str | Path):
         if (directory / "contrasts.csv").exists() else None
     diagnostics = pd.read_csv(directory / "diagnostics.csv", dtype={"id": str}) \
         if (directory / "diagnostics.csv").exists() else None
-    idata = load_netcdf(directory / "fit.nc")
-    samples = posterior_draws(idata) if meta["method"] == "nuts" else None
-    result = FitResult(spec=spec, design=design, method=meta["method"], responses=responses, params=params,
-                       items=items, examinees=examinees, facets=facets, contrasts=contrasts,
-                       fit_stats=meta["fit_stats"], warnings=meta.get("warnings", []), samples=samples,
-                       laplace=laplace, diagnostics=diagnostics, chains=meta.get("chains", 1), seed=meta.get("seed", 0))
-    result._idata = idata
-    return result
+    samples = None
+    if (directory / "draws.npz").exists():
+        with np.load(directory / "draws.npz") as stored:
+            samples = {k: stored[k].astype(np.float64) for k in stored.files}
+    sample_stats = None
+    if (directory / "sample_stats.npz").exists():
+        with np.load(directory / "sample_stats.npz") as stored:
+            sample_stats = {k: stored[k] for k in stored.files}
+    draw_info = meta.get("draws") or None
+    draw_diagnostics = None if draw_info is None else DrawDiagnostics(
+        method=draw_info.get("method", "laplace"), n_draws=int(draw_info.get("n_draws", 0)),
+        n_proposals=int(draw_info.get("n_proposals", 0)), reason=draw_info.get("reason", ""))
+    return dict(spec=spec, design=design, method=meta["method"], responses=responses, params=params,
+                items=items, examinees=examinees, facets=facets, contrasts=contrasts,
+                fit_stats=meta["fit_stats"], warnings=meta.get("warnings", []), samples=samples,
+                laplace=laplace, diagnostics=diagnostics, chains=meta.get("chains", 1), seed=meta.get("seed", 0),
+                draw_diagnostics=draw_diagnostics, sample_stats=sample_stats)

@@ -19,6 +19,9 @@ The exact marginal covariances follow from the Schur complement
 S = D - sum_i B_i^T A_i^-1 B_i:  Cov(phi) = S^-1 and
 Cov(u_i) = A_i^-1 + A_i^-1 B_i S^-1 B_i^T A_i^-1, costing
 O(n_items k P^2) instead of inverting the whole (n_items k + P)^2 matrix.
+Joint draws use the same blocks: phi ~ N(phi_hat, S^-1), then
+u_i | phi ~ N(u_i_hat - A_i^-1 B_i (phi - phi_hat), A_i^-1) (``item_coupling`` holds
+A_i^-1 B_i, ``item_cond_cov`` A_i^-1); see :mod:`irtexam.irt.draws`.
 For very large problems ``mode="blockwise"`` drops the coupling (Cov(u_i) = A_i^-1,
 Cov(phi) = D^-1); it understates uncertainty and is reported as such.
 """
@@ -58,6 +61,13 @@ class LaplaceCovariance:
     person_cov: np.ndarray
     M: np.ndarray
     mode: str
+    item_cond_cov: np.ndarray | None = None
+    item_coupling: np.ndarray | None = None
+
+    @property
+    def conditional_item_cov(self) -> np.ndarray:
+        """Cov(u_i | phi) = A_i^-1 (the item's own information plus prior, persons held fixed)."""
+        return self.item_cond_cov if self.item_cond_cov is not None else self.item_cov
 
     def item_sd(self, key: str) -> np.ndarray:
         """Standard deviation of an unconstrained item parameter, per item (and per column)."""
@@ -264,7 +274,7 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     A_inv = np.linalg.inv(A)
     if mode == "blockwise":
         return LaplaceCovariance(item_keys, item_slices, A_inv, person_keys, person_slices,
-                                 np.linalg.inv(D), M, "blockwise")
+                                 np.linalg.inv(D), M, "blockwise", item_cond_cov=A_inv)
     # Schur complement on the person side. A_i^-1 = L_i L_i^T, H_i = L_i^T G_i.
     L = np.linalg.cholesky(A_inv)
     H = np.matmul(np.transpose(L, (0, 2, 1)), G).reshape(n_items * k, n_examinees)  # rows: L_i^T G_i
@@ -276,4 +286,5 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     E = (np.matmul(A_inv, G).reshape(-1, n_examinees) @ M).reshape(n_items, k, n_person_params)
     ES = (E.reshape(-1, n_person_params) @ S_inv).reshape(n_items, k, n_person_params)
     item_cov = A_inv + np.einsum("ijp,ilp->ijl", ES, E)
-    return LaplaceCovariance(item_keys, item_slices, item_cov, person_keys, person_slices, S_inv, M, "full")
+    return LaplaceCovariance(item_keys, item_slices, item_cov, person_keys, person_slices, S_inv, M, "full",
+                             item_cond_cov=A_inv, item_coupling=E)

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import IrtexamError
 from ..responses import ResponseMatrix
+from . import kinds
 from . import likelihood as lk
 
 MODELS = ("1pl", "2pl", "3pl", "grm")
@@ -79,8 +80,7 @@ class ModelSpec:
         kind = self.kind.lower()
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "facets", tuple(self.facets))
-        if kind not in MODELS:
-            raise IrtexamError(f"unknown model '{self.kind}'; choose one of {', '.join(MODELS)}")
+        kinds.check_kind(kind)
         if self.guessing is not None:
             if not 0.0 <= self.guessing < 1.0:
                 raise IrtexamError(f"guessing must be in [0, 1), got {self.guessing}")
@@ -141,7 +141,35 @@ def reference_basis(n_levels: int) -> np.ndarray:
     return np.vstack([np.zeros((1, max(n_levels - 1, 0))), np.eye(max(n_levels - 1, 0))])
 
 
-@dataclass(frozen=True)
+INTERACTION = ":"
+
+
+def facet_layout(responses: ResponseMatrix, facet: str,
+                 make_basis: Any = None) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """Levels, the level index of every examinee, and the identifying basis of one facet term.
+
+    A main effect ``llm`` has the levels of the ``llm`` column and a sum-to-zero (or
+    reference) basis H_llm. An interaction ``llm:icl`` has one level per combination
+    ("A:0", ...), examinee index i_llm * K_icl + i_icl, and basis H_llm (x) H_icl (Kronecker
+    product): (K_llm - 1)(K_icl - 1) free coordinates whose levels sum to zero over each
+    row and column of the K_llm x K_icl table, so they are orthogonal to both main effects.
+    """
+    make_basis = make_basis or sum_to_zero_basis
+    parts = facet.split(INTERACTION)
+    level_lists = [tuple(responses.facet_levels(part)) for part in parts]
+    indices = [responses.examinee_facets[part].map({lv: k for k, lv in enumerate(lvls)}).to_numpy(dtype=np.int64)
+               for part, lvls in zip(parts, level_lists)]
+    index = np.zeros(len(responses.examinees), dtype=np.int64)
+    basis = np.ones((1, 1))
+    names: list[str] = [""]
+    for lvls, idx in zip(level_lists, indices):
+        index = index * len(lvls) + idx
+        basis = np.kron(basis, make_basis(len(lvls)))
+        names = [f"{prefix}{INTERACTION if prefix else ''}{lv}" for prefix in names for lv in lvls]
+    return tuple(names), index.astype(np.int32), basis
+
+
+@dataclass(frozen=True, eq=False)
 class Design:
     """Data-dependent structure of a fit: sizes, responses, facet layout.
 
@@ -179,12 +207,9 @@ def build_design(responses: ResponseMatrix, spec: ModelSpec) -> Design:
     levels: dict[str, tuple[str, ...]] = {}
     index: dict[str, np.ndarray] = {}
     basis: dict[str, np.ndarray] = {}
+    make_basis = sum_to_zero_basis if spec.identify == "sum-to-zero" else reference_basis
     for facet in spec.facets:
-        facet_levels = tuple(responses.facet_levels(facet))
-        position = {level: k for k, level in enumerate(facet_levels)}
-        levels[facet] = facet_levels
-        index[facet] = responses.examinee_facets[facet].map(position).to_numpy(dtype=np.int32)
-        basis[facet] = (sum_to_zero_basis if spec.identify == "sum-to-zero" else reference_basis)(len(facet_levels))
+        levels[facet], index[facet], basis[facet] = facet_layout(responses, facet, make_basis)
     mask = responses.observed
     y = np.where(mask, responses.values, 0.0)
     return Design(items=responses.items, examinees=responses.examinees, y=y.astype(np.float32),
@@ -315,13 +340,13 @@ def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Des
     return raw / scale
 
 
-def grm_thresholds(params: Mapping[str, jax.Array]) -> jax.Array:
+def grm_thresholds(params: Mapping[str, jax.Array], xp: Any = jnp) -> jax.Array:
     """Ordered GRM thresholds b_1 < ... < b_K: b_1 then cumulative exp(gap)."""
-    b1 = params["b1"][:, None]
+    b1 = params["b1"][..., None]
     if "gap" not in params:
         return b1
-    steps = jnp.cumsum(jnp.exp(params["gap"]), axis=-1)
-    return jnp.concatenate([b1, b1 + steps], axis=-1)
+    steps = xp.cumsum(xp.exp(params["gap"]), axis=-1)
+    return xp.concatenate([b1, b1 + steps], axis=-1)
 
 
 def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
@@ -352,6 +377,44 @@ def item_slopes_and_floors(items: Mapping[str, jax.Array], spec: ModelSpec) -> t
     a = jnp.exp(items["a"]) if "a" in items else jnp.ones_like(items["d"])
     c: Any = jax.nn.sigmoid(items["c"]) if "c" in items else spec.fixed_c
     return a, c
+
+
+def item_params(params: Mapping[str, Any], spec: ModelSpec, n_items: int | None = None) -> kinds.ItemParams:
+    """Reported item parameters (:class:`irtexam.irt.kinds.ItemParams`) from unconstrained ones.
+
+    a = exp(log a) (1PL: 1); binary: b = -d / a, c = sigmoid(logit c) or the fixed c;
+    GRM: thresholds b_1 + cumulative exp(gap), b = their mean. Works on NumPy or JAX
+    arrays with any leading (draw) dimensions.
+    """
+    xp = jnp if any(isinstance(v, jax.Array) for v in params.values()) else np
+    ref = params["d"] if "d" in params else params["b1"]
+    a = xp.exp(params["a"]) if "a" in params else xp.ones_like(ref)
+    if spec.kind == "grm":
+        thresholds = grm_thresholds(params, xp)
+        return kinds.ItemParams(a=a, b=thresholds.mean(axis=-1), c=None, thresholds=thresholds)
+    c = 1.0 / (1.0 + xp.exp(-params["c"])) if "c" in params else xp.full_like(ref, spec.fixed_c)
+    return kinds.ItemParams(a=a, b=-params["d"] / a, c=c)
+
+
+def item_log_prior(items: Mapping[str, Any], spec: ModelSpec) -> Any:
+    """Log prior density of each item's unconstrained parameters (Jacobians included), shape (..., I).
+
+    log a ~ N(loc, s^2); d, b1 ~ N(0, s_b^2); log gap ~ N(0, 1); c ~ Beta(alpha, beta) on the
+    logit scale: log p(u) = alpha log c + beta log(1 - c) - log B(alpha, beta), c = sigmoid(u).
+    The sum over items equals the item part of :func:`log_prior`.
+    """
+    total = 0.0
+    if "a" in items:
+        total = total + lk.normal_logpdf(items["a"], spec.log_a_loc, spec.log_a_scale)
+    if "d" in items:
+        total = total + lk.normal_logpdf(items["d"], 0.0, spec.b_scale)
+    if "b1" in items:
+        total = total + lk.normal_logpdf(items["b1"], 0.0, spec.b_scale)
+    if "gap" in items:
+        total = total + lk.normal_logpdf(items["gap"], 0.0, 1.0).sum(axis=-1)
+    if "c" in items:
+        total = total + lk.logit_beta_logpdf(items["c"], *spec.c_prior)
+    return total
 
 
 def item_prior_terms(items: Mapping[str, Any], spec: ModelSpec, xp: Any = jnp) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -12,6 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..errors import IrtexamError
+
+from . import kinds
 from . import model as mdl
 
 
@@ -20,8 +23,8 @@ def heldout_split(mask: np.ndarray, fraction: float, seed: int) -> tuple[np.ndar
 
     Every item and examinee keeps at least one training cell where possible.
     """
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"heldout fraction must be in [0, 1), got {fraction}")
+    if not (fraction == 0.0 or 0.0 < fraction <= 0.5):
+        raise IrtexamError(f"held-out fraction must be 0 (none) or in (0, 0.5], got {fraction}")
     if fraction == 0.0:
         return mask.copy(), np.zeros_like(mask)
     rng = np.random.default_rng(seed)
@@ -78,12 +81,13 @@ def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
 
 def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
                  test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
-    from .fit import expected_scores
-
     jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
     y = design.y.astype(np.float64)
     cells = np.asarray(mdl.cell_loglik(jparams, spec, design, jnp.asarray(design.y)), dtype=np.float64)
-    predicted = expected_scores(params, spec, design)
+    items = mdl.item_params(jparams, spec)
+    theta = mdl.examinee_theta(jparams, spec, design)
+    predicted = np.asarray(kinds.expected_score(theta[None, :], kinds.ItemParams(
+        a=items.a[:, None], b=items.b[:, None], thresholds=items.thresholds[:, None, :]), pairwise=True))
     scale = float(max(design.max_score, 1)) ** 2
     model_sq, base_sq = (y - predicted) ** 2 / scale, (y - baseline) ** 2 / scale
     return {"ll_train": np.where(train, cells, 0.0).sum(), "ll_test": np.where(test, cells, 0.0).sum(),

@@ -1,0 +1,313 @@
+"""Posterior draws for a MAP fit: joint Laplace draws, corrected item by item by
+Pareto-smoothed importance sampling (PSIS).
+
+The Laplace approximation of a MAP fit is a Gaussian in the unconstrained
+parameters with the block structure of :mod:`irtexam.irt.laplace`:
+
+    phi ~ N(phi_hat, S^-1)                                   (person side: abilities or facet coordinates)
+    u_i | phi ~ N(u_i_hat - A_i^-1 B_i (phi - phi_hat), A_i^-1)   (item i's log a, d, logit c / GRM thresholds)
+
+Drawing jointly this way keeps every correlation the Gaussian has: within an item,
+between facet levels, and between items and persons. Pushed through the non-linear
+transforms (a = exp(log a), b = -d / a, c = sigmoid(logit c)) a Gaussian in
+unconstrained space is a poor description of items that nearly everybody (or
+nobody) answers correctly: their posterior in (d, logit c) is skewed and banana
+shaped, and independent Gaussian draws put too much mass on large c and extreme b,
+which biases replicated scores upward.
+
+The correction works on each item's *conditional* posterior given the persons at
+their mode, p(u_i | y_i, theta_hat) ∝ L_i(u_i, theta_hat) p(u_i): a low-dimensional
+(k <= 3) density that can be evaluated exactly. For every item, ``n_proposals``
+draws v_ij from a multivariate Student-t (4 degrees of freedom, scale 2 x the
+Laplace conditional covariance A_i^-1, heavier-tailed than the target) get
+importance weights w_ij = L_i(v_ij) p(v_ij) / q(v_ij), smoothed by PSIS
+(Vehtari, Simpson, Gelman, Yao & Gabry 2024), and ``n_draws`` of them are resampled
+in proportion to the smoothed weights. The person-side variation is then added
+through the Gaussian coupling: u_i^(s) = v_i^(s) - A_i^-1 B_i (phi^(s) - phi_hat).
+So the item's own non-Gaussian shape is exact (up to Monte Carlo error), the
+item/person coupling linear-Gaussian.
+
+Each item's Pareto k-hat says whether its correction can be trusted (k-hat <= 0.7);
+:meth:`DrawDiagnostics.warning` turns failures into one line that names the
+remedy (``method="nuts"``). The same draws give every interval the fit reports
+(items, examinees, facet levels, contrasts, prob_greater, information bands, the
+posterior predictive check), so those numbers agree with each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import kinds
+from . import model as mdl
+from .laplace import LaplaceCovariance
+
+KHAT_THRESHOLD = 0.7
+STUDENT_DF = 4.0
+PROPOSAL_SCALE = 2.0
+CELL_BUDGET = 3e8  # proposals x observed cells evaluated for the correction; above it the draws stay Gaussian
+
+
+@dataclass
+class DrawDiagnostics:
+    """How the draws of a MAP fit were made and whether their correction can be trusted.
+
+    ``item_khat``: Pareto k-hat of each item's importance weights (NaN when uncorrected);
+    ``item_ess``: effective number of proposals per item after smoothing;
+    ``method``: "laplace+psis" or "laplace" (Gaussian only, with ``reason``).
+    """
+
+    method: str
+    n_draws: int
+    n_proposals: int = 0
+    item_khat: np.ndarray | None = None
+    item_ess: np.ndarray | None = None
+    reason: str = ""
+
+    @property
+    def max_khat(self) -> float:
+        """Largest item k-hat (NaN when the draws are not corrected)."""
+        if self.item_khat is None or not np.isfinite(self.item_khat).any():
+            return float("nan")
+        return float(np.nanmax(self.item_khat))
+
+    @property
+    def n_unreliable(self) -> int:
+        """Items whose correction cannot be trusted (k-hat > 0.7)."""
+        return 0 if self.item_khat is None else int(np.sum(self.item_khat > KHAT_THRESHOLD))
+
+    def warning(self, item_ids: tuple[str, ...] = ()) -> str | None:
+        """One line when some items' draws cannot be trusted, naming the remedy; None otherwise."""
+        if self.n_unreliable == 0:
+            return None
+        worst = np.argsort(-np.nan_to_num(self.item_khat, nan=-1.0))[:3]
+        names = ", ".join(f"{item_ids[i] if item_ids else i} ({self.item_khat[i]:.2f})" for i in worst)
+        return (f"posterior draws of {self.n_unreliable} item(s) are unreliable (Pareto k-hat > {KHAT_THRESHOLD}, "
+                f"worst: {names}): their intervals may be off; refit with --method nuts for exact posterior draws")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Summary for meta.json."""
+        return {"method": self.method, "n_draws": self.n_draws, "n_proposals": self.n_proposals,
+                "max_khat": self.max_khat, "items_khat_above_0.7": self.n_unreliable,
+                "min_item_ess": (float(np.nanmin(self.item_ess)) if self.item_ess is not None
+                                 and np.isfinite(self.item_ess).any() else None),
+                "reason": self.reason}
+
+
+# ----------------------------------------------------------------------------- PSIS
+def gpd_fit(x: np.ndarray, prior_k: float = 10.0) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized Pareto fit (k, sigma) to exceedances ``x`` (..., M), sorted ascending, > 0.
+
+    Zhang & Stephens (2009) empirical-Bayes estimator with the weakly informative prior
+    of Vehtari et al. (k shrunk toward 0.5 with weight ``prior_k``), vectorised over the
+    leading dimensions: for a grid of theta_j, k(theta) = mean(log(1 - theta x)),
+    profile log-likelihood l_j = M (log(-theta_j / k_j) - k_j - 1), posterior-mean
+    theta = sum_j theta_j softmax(l)_j, k = -mean(log(1 - theta x)) ... reported as
+    k = mean(log1p(-theta x)) with the sign convention k > 0 for heavy tails.
+    """
+    n = x.shape[-1]
+    m = 30 + int(np.sqrt(n))
+    grid = 1.0 - np.sqrt(m / (np.arange(1, m + 1, dtype=float) - 0.5))
+    quartile = x[..., int(n / 4 + 0.5) - 1]
+    theta = grid / (3.0 * quartile[..., None]) + 1.0 / x[..., -1:]                     # (..., m)
+    k_grid = np.log1p(-theta[..., :, None] * x[..., None, :]).mean(axis=-1)          # (..., m)
+    profile = n * (np.log(-theta / k_grid) - k_grid - 1.0)
+    weights = np.exp(profile - profile.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    theta_post = (theta * weights).sum(axis=-1)
+    k = np.log1p(-theta_post[..., None] * x).mean(axis=-1)
+    sigma = -k / theta_post
+    k = (n * k + prior_k * 0.5) / (n + prior_k)
+    return k, sigma
+
+
+def psis(log_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pareto-smoothed importance weights along the last axis.
+
+    The largest M = min(S / 5, 3 sqrt(S)) raw weights are replaced by the expected order
+    statistics of a generalized Pareto distribution fitted to them, w_(S-M+j) =
+    w_cut + F^-1((j - 1/2) / M), capped at the largest raw weight. Returns the
+    normalised smoothed log weights and k-hat per row (k-hat > 0.7: unreliable).
+    """
+    lw = np.asarray(log_weights, dtype=np.float64)
+    lw = lw - lw.max(axis=-1, keepdims=True)
+    n = lw.shape[-1]
+    tail = int(np.ceil(min(0.2 * n, 3.0 * np.sqrt(n))))
+    order = np.argsort(lw, axis=-1)
+    sorted_lw = np.take_along_axis(lw, order, axis=-1)
+    cutoff = sorted_lw[..., -tail - 1]
+    exceed = np.exp(sorted_lw[..., -tail:]) - np.exp(cutoff)[..., None]
+    finite_tail = np.all(exceed > 0, axis=-1) & np.isfinite(cutoff)
+    safe = np.where(exceed > 0, exceed, 1e-300)
+    k, sigma = gpd_fit(safe)
+    probs = (np.arange(1, tail + 1) - 0.5) / tail
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        k_use = np.where(np.abs(k) < 1e-8, 1e-8, k)[..., None]
+        quantiles = sigma[..., None] * np.expm1(-k_use * np.log1p(-probs)) / k_use
+        smoothed_tail = np.log(np.exp(cutoff)[..., None] + quantiles)
+    smoothed_tail = np.minimum(smoothed_tail, 0.0)
+    smoothed_tail = np.where(finite_tail[..., None] & np.isfinite(smoothed_tail), smoothed_tail,
+                             sorted_lw[..., -tail:])
+    new_sorted = np.concatenate([sorted_lw[..., :-tail], smoothed_tail], axis=-1)
+    out = np.empty_like(lw)
+    np.put_along_axis(out, order, new_sorted, axis=-1)
+    out -= np.log(np.exp(out - out.max(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)) + \
+        out.max(axis=-1, keepdims=True)
+    k = np.where(finite_tail, k, np.inf)
+    return out, k
+
+
+# ----------------------------------------------------------------------------- draws
+def _sqrt_psd(cov: np.ndarray) -> np.ndarray:
+    """A square root R with R R^T = cov for a (batch of) symmetric PSD matrices (eigh, clipped)."""
+    values, vectors = np.linalg.eigh(cov)
+    return vectors * np.sqrt(np.clip(values, 0.0, None))[..., None, :]
+
+
+def _split_items(flat: np.ndarray, cov: LaplaceCovariance) -> dict[str, np.ndarray]:
+    """(..., I, k) item vectors -> {key: (..., I) or (..., I, width)} unconstrained arrays."""
+    out = {}
+    for key in cov.item_keys:
+        part = flat[..., cov.item_slices[key]]
+        out[key] = part if key == "gap" else part[..., 0]
+    return out
+
+
+@partial(jax.jit, static_argnames=("spec",))
+def _item_log_target(items: Mapping[str, jax.Array], theta: jax.Array, y: jax.Array, mask: jax.Array,
+                     spec: mdl.ModelSpec) -> jax.Array:
+    """log L_i(u_i, theta) + log p(u_i) for a chunk of proposals: items (C, I[, w]) -> (C, I)."""
+    params = mdl.item_params(items, spec)
+    cell_items = kinds.ItemParams(a=params.a[..., None], b=params.b[..., None],
+                                  c=None if params.c is None else params.c[..., None],
+                                  thresholds=None if params.thresholds is None else params.thresholds[..., None, :])
+    cells = kinds.cell_loglik(y[None], theta[None, None, :], cell_items, pairwise=True)
+    return jnp.where(mask[None], cells, 0.0).sum(axis=-1) + mdl.item_log_prior(items, spec)
+
+
+def _student_t(rng: np.random.Generator, shape: tuple[int, ...], df: float) -> tuple[np.ndarray, np.ndarray]:
+    """Standard multivariate-t draws (shape (..., k)) and their log density up to a constant."""
+    z = rng.standard_normal(shape)
+    scale = np.sqrt(rng.chisquare(df, size=shape[:-1]) / df)[..., None]
+    t = z / scale
+    k = shape[-1]
+    log_q = -0.5 * (df + k) * np.log1p((t ** 2).sum(axis=-1) / df)
+    return t, log_q
+
+
+def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
+                         mask: np.ndarray, cov: LaplaceCovariance, n_draws: int, rng: np.random.Generator,
+                         n_proposals: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-item importance resampling of the conditional posterior p(u_i | y_i, theta_hat).
+
+    Returns (draws (n_draws, I, k) of the unconstrained item vectors, k-hat (I,), ESS (I,)).
+    """
+    n_items = design.n_items
+    u0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(n_items, -1) for k in cov.item_keys], axis=1)
+    root = PROPOSAL_SCALE * _sqrt_psd(cov.conditional_item_cov)                       # (I, k, k)
+    t, log_q = _student_t(rng, (n_proposals, n_items, u0.shape[1]), STUDENT_DF)
+    proposals = u0[None] + np.einsum("ijk,nik->nij", root, t)                          # (N, I, k)
+    theta = jnp.asarray(mdl.examinee_theta({k: jnp.asarray(v) for k, v in params.items()}, spec, design),
+                        dtype=jnp.float32)
+    y = jnp.asarray(design.y, dtype=jnp.float32)
+    m = jnp.asarray(mask)
+    observed = max(int(mask.sum()), 1)
+    chunk = int(max(1, min(n_proposals, 2e7 // max(observed, design.n_items))))
+    log_target = np.empty((n_proposals, n_items))
+    for start in range(0, n_proposals, chunk):
+        stop = min(start + chunk, n_proposals)
+        block = proposals[start:stop]
+        if stop - start < chunk:  # pad to the chunk shape: one compiled kernel per fit size
+            block = np.concatenate([block, np.repeat(block[-1:], chunk - (stop - start), axis=0)])
+        items = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in _split_items(block, cov).items()}
+        values = np.asarray(_item_log_target(items, theta, y, m, spec), dtype=np.float64)
+        log_target[start:stop] = values[: stop - start]
+    log_weights = (log_target - log_q).T                                                   # (I, N)
+    log_weights = np.where(np.isfinite(log_weights), log_weights, -np.inf)
+    smoothed, khat = psis(log_weights)
+    weights = np.exp(smoothed)
+    ess = 1.0 / np.sum(weights ** 2, axis=1)
+    cumulative = np.cumsum(weights, axis=1)
+    cumulative /= cumulative[:, -1:]
+    u = (rng.uniform(size=(n_items, 1)) + np.arange(n_draws)[None, :]) / n_draws         # systematic resampling
+    picks = np.minimum(np.array([np.searchsorted(cumulative[i], u[i]) for i in range(n_items)]), n_proposals - 1)
+    picks = rng.permuted(picks, axis=1)
+    chosen = proposals[picks.T, np.arange(n_items)[None, :]]                              # (S, I, k)
+    return chosen, khat, ess
+
+
+def _without_scale_direction(delta: np.ndarray, params: Mapping[str, np.ndarray], cov: LaplaceCovariance,
+                             spec: mdl.ModelSpec) -> np.ndarray:
+    """Remove the component of person-side draws along the raw-scale direction.
+
+    Reported abilities are raw / sd(raw), invariant under raw -> lambda raw (lambda > 0):
+    the direction v = d(lambda phi_hat)/d lambda (facet coordinates, raw abilities and
+    residuals scaled together; log sigma fixed) is flat in the likelihood and only weakly
+    held by the priors, so a Gaussian draw along it can reach lambda <= 0 and flip every
+    ability. The fitted model pins the scale (reported sd exactly 1), so draws are taken
+    conditionally on lambda = 1: delta - v (v . delta) / (v . v).
+    """
+    if not mdl.fixes_scale(spec):
+        return delta
+    v = np.concatenate([np.zeros(np.size(params[k])) if k == "sigma_resid" else np.asarray(params[k]).reshape(-1)
+                        for k in cov.person_keys]).astype(np.float64)
+    norm = float(v @ v)
+    if norm <= 0:
+        return delta
+    return delta - np.outer(delta @ v, v) / norm
+
+
+_constrain_batch = jax.jit(jax.vmap(mdl.constrain, in_axes=(0, None, None)), static_argnums=(1, 2))
+
+
+def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
+                  cov: LaplaceCovariance, n_draws: int = 500, seed: int = 0, correct: bool = True,
+                  n_proposals: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], DrawDiagnostics]:
+    """Joint posterior draws of a MAP fit (see the module docstring).
+
+    Returns (reported draws keyed by a, b, c / thresholds, theta, theta_<facet>, sigma_resid, each
+    (n_draws, ...); the matching unconstrained draws; diagnostics).
+    """
+    rng = np.random.default_rng(seed)
+    n_items = design.n_items
+    observed = max(int(mask.sum()), 1)
+    if n_proposals is None:
+        n_proposals = int(np.clip(CELL_BUDGET / observed, 0, 2 * n_draws))
+    reason = ""
+    if not correct:
+        reason = "correction turned off"
+    elif n_proposals < 200:
+        reason = f"too large for the correction ({observed} observed cells); the Gaussian is accurate at this size"
+    if cov.item_keys and not reason:
+        item_draws, khat, ess = corrected_item_draws(params, spec, design, mask, cov, n_draws, rng, n_proposals)
+        diagnostics = DrawDiagnostics("laplace+psis", n_draws, n_proposals, khat, ess)
+    else:
+        diagnostics = DrawDiagnostics("laplace", n_draws, reason=reason)
+        if cov.item_keys:
+            u0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(n_items, -1)
+                                 for k in cov.item_keys], axis=1)
+            noise = rng.standard_normal((n_draws,) + u0.shape)
+            item_draws = u0[None] + np.einsum("ijk,nik->nij", _sqrt_psd(cov.conditional_item_cov), noise)
+    unconstrained: dict[str, np.ndarray] = {}
+    if cov.person_keys:
+        phi0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(-1) for k in cov.person_keys])
+        delta = rng.standard_normal((n_draws, phi0.size)) @ _sqrt_psd(cov.person_cov).T
+        delta = _without_scale_direction(delta, params, cov, spec)
+        for key in cov.person_keys:
+            unconstrained[key] = (phi0[None] + delta)[:, cov.person_slices[key]].reshape(
+                (n_draws,) + np.shape(params[key]))
+        if cov.item_keys and cov.item_coupling is not None:
+            item_draws = item_draws - np.einsum("ikp,np->nik", cov.item_coupling, delta)
+    if cov.item_keys:
+        unconstrained.update(_split_items(item_draws, cov))
+    for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
+        unconstrained.setdefault(key, np.repeat(np.asarray(value)[None], n_draws, axis=0))
+    tree = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in unconstrained.items()}
+    reported = {k: np.asarray(v, dtype=np.float64) for k, v in _constrain_batch(tree, spec, design).items()}
+    return reported, unconstrained, diagnostics

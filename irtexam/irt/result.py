@@ -1,0 +1,292 @@
+"""FitResult: a fitted IRT model, its tables, its posterior draws, and what can be computed from them.
+
+Every interval a fit reports comes from one set of posterior draws (NUTS: the MCMC
+draws; MAP: the corrected joint Laplace draws of :mod:`irtexam.irt.draws`): the item,
+examinee and facet tables, the contrasts and their ``prob_greater``, the information
+bands and the posterior predictive checks. They therefore agree with each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import IrtexamError
+from ..responses import ResponseMatrix
+from . import io as fit_io
+from . import kinds
+from . import model as mdl
+from .draws import DrawDiagnostics
+from .laplace import LaplaceCovariance
+
+LOW_Q, HIGH_Q = 0.05, 0.95  # 90% central intervals
+
+
+@dataclass
+class FitResult:
+    """A fitted IRT model: point estimates, posterior draws, tables and InferenceData.
+
+    Tables (pandas DataFrames):
+      ``items``: index item; a, b, c (GRM: a, b = mean threshold, b_1..b_K) with _sd, _low, _high (90%).
+      ``examinees``: index examinee; theta, theta_sd, theta_low, theta_high, facet columns.
+      ``facets``: facet, level, theta, theta_sd, theta_low, theta_high, n_examinees (None without facets).
+      ``contrasts``: every ordered pair of levels within a facet: facet, level, reference, diff, sd, low,
+      high, prob_greater = P(level > reference).
+    Estimates are the MAP (method="map") or the posterior mean (method="nuts"); sd and
+    intervals come from ``samples`` (reported-scale draws, chain-major for NUTS).
+    """
+
+    spec: mdl.ModelSpec
+    design: mdl.Design
+    method: str
+    responses: ResponseMatrix
+    params: dict[str, np.ndarray]
+    items: pd.DataFrame
+    examinees: pd.DataFrame
+    facets: pd.DataFrame | None
+    contrasts: pd.DataFrame | None
+    fit_stats: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    samples: dict[str, np.ndarray] | None = None
+    laplace: LaplaceCovariance | None = None
+    diagnostics: pd.DataFrame | None = None
+    chains: int = 1
+    seed: int = 0
+    draw_diagnostics: DrawDiagnostics | None = None
+    sample_stats: dict[str, np.ndarray] | None = None
+    _idata: Any = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def model(self) -> str:
+        """Model kind: '1pl', '2pl', '3pl' or 'grm'."""
+        return self.spec.kind
+
+    @property
+    def idata(self) -> Any:
+        """arviz InferenceData: posterior draws, log_likelihood per cell, observed data (built on first access)."""
+        if self._idata is None:
+            from .idata import to_inference_data
+            self._idata = to_inference_data(self)
+        return self._idata
+
+    def item_params(self) -> kinds.ItemParams:
+        """Point estimates of the item parameters, in the items' order (see :mod:`irtexam.irt.kinds`)."""
+        return mdl.item_params({k: np.asarray(v, dtype=np.float64) for k, v in self.params.items()
+                                if k in ("a", "d", "c", "b1", "gap")}, self.spec, self.design.n_items)
+
+    def theta(self) -> np.ndarray:
+        """Point estimates of the examinees' abilities, in the examinees' order."""
+        return self.examinees["theta"].reindex(list(self.design.examinees)).to_numpy(dtype=float)
+
+    def predict(self, theta: Any = None) -> np.ndarray:
+        """Expected score: (I, E) for the fitted examinees, or (T, I) at abilities ``theta`` (T,).
+
+        Binary models: P(X = 1); GRM: E[X] = sum_k P(X >= k).
+        """
+        items = self.item_params()
+        if theta is None:
+            return np.asarray(kinds.expected_score(self.theta()[None, :], _column(items), pairwise=True))
+        return np.asarray(kinds.expected_score(np.asarray(theta, dtype=float), items))
+
+    def information(self, theta: Any, draws: int | None = None, seed: int = 0) -> np.ndarray:
+        """Item Fisher information on an ability grid: (T, I) at the point estimates, or
+        (S, T, I) over ``draws`` posterior draws. Every model kind, see :func:`irtexam.irt.kinds.information`."""
+        theta = np.asarray(theta, dtype=float)
+        if draws is None:
+            return np.asarray(kinds.information(theta, self.item_params()))
+        items = self.item_draws(draws, seed)
+        return np.stack([np.asarray(kinds.information(theta, items.subset_draw(s))) for s in range(items.n)])
+
+    def item_draws(self, n: int | None = None, seed: int = 0) -> "ItemDraws":
+        """Posterior draws of the item parameters (``n`` of them; all when None)."""
+        names = ("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c")
+        pick = self._pick(n, seed)
+        return ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in names})
+
+    def draws(self, name: str, n: int | None = 200, seed: int = 0) -> np.ndarray:
+        """Posterior draws (n, ...) of 'a', 'b', 'c', 'thresholds', 'theta' or 'theta_<facet>'.
+
+        MAP: the corrected joint Laplace draws; NUTS: the MCMC draws. Draws of different
+        names taken with the same ``n`` and ``seed`` belong together (the same joint draws).
+        """
+        return self._all_draws(name)[self._pick(n, seed)]
+
+    def _all_draws(self, name: str) -> np.ndarray:
+        if self.samples is None:
+            raise IrtexamError("this fit has no posterior draws (it was fitted with se=False)")
+        if name not in self.samples:
+            raise IrtexamError(f"no draws of '{name}'; choose one of {', '.join(sorted(self.samples))}")
+        return self.samples[name]
+
+    def _pick(self, n: int | None, seed: int) -> np.ndarray:
+        total = next(iter(self.samples.values())).shape[0] if self.samples else 0
+        if n is None or n >= total:
+            return np.arange(total)
+        return np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
+
+    def predictive_draws(self, n: int | None = 200, seed: int = 0) -> np.ndarray:
+        """Expected score per cell for each posterior draw, (S, I, E)."""
+        pick = self._pick(n, seed)
+        theta = self._all_draws("theta")[pick]
+        items = ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in
+                                           (("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c"))})
+        return np.stack([np.asarray(kinds.expected_score(theta[s][None, :], _column(items.subset_draw(s)),
+                                                         pairwise=True)) for s in range(len(pick))])
+
+    def replicate(self, n: int = 200, seed: int = 0) -> np.ndarray:
+        """Posterior predictive replicates of the response matrix, (S, I, E) (missing cells kept missing)."""
+        rng = np.random.default_rng(seed)
+        pick = self._pick(n, seed)
+        theta = self._all_draws("theta")[pick]
+        names = ("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c")
+        items = ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in names})
+        out = np.stack([kinds.simulate_responses(theta[s][None, :], _column(items.subset_draw(s)), rng, pairwise=True)
+                        for s in range(len(pick))])
+        return np.where(self.design.mask[None], out, np.nan)
+
+    def summary(self) -> pd.DataFrame:
+        """One table of every estimated quantity: kind, parameter, id, estimate, sd, low, high."""
+        frames = []
+        for name in [c for c in self.items.columns if f"{c}_sd" in self.items]:
+            t = self.items
+            frames.append(pd.DataFrame({"kind": "item", "parameter": name, "id": t.index, "estimate": t[name],
+                                        "sd": t[f"{name}_sd"], "low": t[f"{name}_low"], "high": t[f"{name}_high"]}))
+        t = self.examinees
+        frames.append(pd.DataFrame({"kind": "examinee", "parameter": "theta", "id": t.index, "estimate": t["theta"],
+                                    "sd": t["theta_sd"], "low": t["theta_low"], "high": t["theta_high"]}))
+        if self.facets is not None:
+            t = self.facets
+            frames.append(pd.DataFrame({"kind": "facet", "parameter": "theta_" + t["facet"], "id": t["level"],
+                                        "estimate": t["theta"], "sd": t["theta_sd"], "low": t["theta_low"],
+                                        "high": t["theta_high"]}))
+        return pd.concat(frames, ignore_index=True)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write items.csv, examinees.csv, facets.csv, contrasts.csv, draws.npz, params.npz, meta.json,
+        responses.parquet (see :mod:`irtexam.irt.io`); fit.nc (InferenceData) with ``idata=True``."""
+        return fit_io.save_fit(self, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "FitResult":
+        """Read a fit folder written by :meth:`save`."""
+        parts = fit_io.read_fit(directory)
+        idata = parts.pop("_idata", None)
+        result = cls(**parts)
+        result._idata = idata
+        return result
+
+
+def load_fit(directory: str | Path) -> FitResult:
+    """Read a fit folder written by :meth:`FitResult.save` (or ``irtexam fit --out DIR``)."""
+    return FitResult.load(directory)
+
+
+@dataclass
+class ItemDraws:
+    """Posterior draws of item parameters: arrays (S, I) (thresholds (S, I, K))."""
+
+    kind: str
+    values: dict[str, np.ndarray]
+
+    @property
+    def n(self) -> int:
+        return next(iter(self.values.values())).shape[0]
+
+    def subset_draw(self, s: int) -> kinds.ItemParams:
+        """The item parameters of draw ``s``."""
+        v = self.values
+        if self.kind == "grm":
+            return kinds.ItemParams(a=v["a"][s], b=v["thresholds"][s].mean(axis=-1), thresholds=v["thresholds"][s])
+        return kinds.ItemParams(a=v["a"][s], b=v["b"][s], c=v["c"][s])
+
+
+def _column(items: kinds.ItemParams) -> kinds.ItemParams:
+    """Items as a column (I, 1) so they broadcast against abilities (1, E)."""
+    return kinds.ItemParams(*(None if v is None else (np.asarray(v)[:, None] if name != "thresholds"
+                                                       else np.asarray(v)[:, None, :])
+                              for name, v in zip(items._fields, items)))
+
+
+# ----------------------------------------------------------------------------- tables from draws
+def interval_columns(name: str, estimate: np.ndarray, draws: np.ndarray) -> dict[str, np.ndarray]:
+    """{name, name_sd, name_low, name_high}: estimate, posterior sd and 90% quantile interval of draws (S, ...)."""
+    return {name: estimate, f"{name}_sd": draws.std(axis=0, ddof=1),
+            f"{name}_low": np.quantile(draws, LOW_Q, axis=0), f"{name}_high": np.quantile(draws, HIGH_Q, axis=0)}
+
+
+def item_table(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] | None, spec: mdl.ModelSpec,
+               design: mdl.Design) -> pd.DataFrame:
+    """items.csv: a, b, c (binary) or a, b, b_1..b_K (GRM) with sd and 90% intervals from ``draws``."""
+    columns: dict[str, np.ndarray] = {}
+
+    def add(name: str, estimate: np.ndarray, values: np.ndarray | None) -> None:
+        if values is None:
+            nan = np.full_like(estimate, np.nan, dtype=float)
+            columns.update({name: estimate, f"{name}_sd": nan, f"{name}_low": nan, f"{name}_high": nan})
+        else:
+            columns.update(interval_columns(name, estimate, values))
+
+    get = (lambda k: None if draws is None else draws[k])  # noqa: E731
+    add("a", point["a"], get("a"))
+    if spec.kind == "grm":
+        thresholds = point["thresholds"]
+        add("b", thresholds.mean(axis=-1), None if draws is None else draws["thresholds"].mean(axis=-1))
+        for k in range(thresholds.shape[-1]):
+            add(f"b_{k + 1}", thresholds[:, k], None if draws is None else draws["thresholds"][..., k])
+    else:
+        add("b", point["b"], get("b"))
+        add("c", point["c"], get("c"))
+    return pd.DataFrame(columns, index=pd.Index(design.items, name="item"))
+
+
+def examinee_table(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] | None, design: mdl.Design,
+                   responses: ResponseMatrix) -> pd.DataFrame:
+    """examinees.csv: theta with sd and 90% interval, plus the examinees' facet columns."""
+    theta = point["theta"]
+    if draws is None:
+        nan = np.full_like(theta, np.nan)
+        columns = {"theta": theta, "theta_sd": nan, "theta_low": nan, "theta_high": nan}
+    else:
+        columns = interval_columns("theta", theta, draws["theta"])
+    table = pd.DataFrame(columns, index=pd.Index(design.examinees, name="examinee"))
+    for facet in responses.facet_names:
+        table[facet] = responses.examinee_facets[facet].reindex(table.index).to_numpy()
+    return table
+
+
+def facet_tables(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] | None, spec: mdl.ModelSpec,
+                 design: mdl.Design) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """facets.csv (level abilities) and contrasts.csv (every ordered pair within a facet), from draws.
+
+    diff = theta_level - theta_reference; prob_greater = share of draws with diff > 0.
+    """
+    if not spec.facets:
+        return None, None
+    level_rows, contrast_rows = [], []
+    for facet in spec.facets:
+        levels = design.facet_levels[facet]
+        counts = np.bincount(design.facet_index[facet], minlength=len(levels))
+        estimate = point[f"theta_{facet}"]
+        values = None if draws is None else draws[f"theta_{facet}"]
+        cols = interval_columns("theta", estimate, values) if values is not None else \
+            {"theta": estimate, "theta_sd": estimate * np.nan, "theta_low": estimate * np.nan,
+             "theta_high": estimate * np.nan}
+        level_rows.append(pd.DataFrame({"facet": facet, "level": list(levels), **cols, "n_examinees": counts}))
+        j, k = np.meshgrid(np.arange(len(levels)), np.arange(len(levels)), indexing="ij")
+        j, k = j[j != k], k[j != k]
+        diff = estimate[k] - estimate[j]
+        if values is None:
+            stats = {"sd": diff * np.nan, "low": diff * np.nan, "high": diff * np.nan, "prob_greater": diff * np.nan}
+        else:
+            d = values[:, k] - values[:, j]
+            stats = {"sd": d.std(axis=0, ddof=1), "low": np.quantile(d, LOW_Q, axis=0),
+                     "high": np.quantile(d, HIGH_Q, axis=0), "prob_greater": (d > 0).mean(axis=0)}
+        contrast_rows.append(pd.DataFrame({"facet": facet, "level": np.asarray(levels)[k],
+                                           "reference": np.asarray(levels)[j], "diff": diff, **stats}))
+    return pd.concat(level_rows, ignore_index=True), pd.concat(contrast_rows, ignore_index=True)
