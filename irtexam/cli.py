@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from typing import Sequence
 
 from .errors import IrtexamError
@@ -32,6 +33,34 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "grade",
 )
+
+
+def split_list(text: str | None) -> list[str]:
+    """A comma-separated option value as a list: ``"llm, retriever,icl"`` -> ``["llm", "retriever", "icl"]``.
+
+    Every list option of every sub-command (``--facets``, ``--llms``, ``--retrievers``,
+    ``--icl``, ...) takes this one form; blank entries are dropped.
+    """
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def print_warning(message: str) -> None:
+    """Print a warning for the user as one line, ``warning: MESSAGE``, on stderr (every command's form)."""
+    print("warning: " + " ".join(str(message).split()), file=sys.stderr, flush=True)
+
+
+_DEVELOPER_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """``warnings.showwarning`` for the CLI: one ``warning: ...`` line, no source path or code line.
+
+    Deprecation and future warnings raised by other packages (arviz, jax, ...) are
+    meant for developers and are not shown.
+    """
+    if issubclass(category, _DEVELOPER_WARNINGS) and "irtexam" not in str(filename):
+        return
+    print_warning(str(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except IrtexamError as exc:
         print(f"irtexam {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -4,13 +4,16 @@ Stages (each writes its artifact under --out, and each is the same command a use
 would run by hand; all LLM calls are cached, so a re-run resumes):
 
   1. corpus stats     on the corpus (default: the bundled PostgreSQL 15 manual subset)
-  2. generate         a few multiple-choice questions with a packaged LLM (or a served one)
-  3. filter           the paper's a-priori filters, every drop counted
-  4. take             a small grid of pipelines (LLMs x retrievers x ICL) answers them
-  5. fit              a hierarchical 3PL on the live responses
-  6. fit + report     the full IRT analysis and an HTML report on the bundled real
-                      response matrix (data/real_run/ when its grid is complete, else
-                      data/responses/)
+  2. models           the packaged LLMs are prepared once per machine (GGUF -> transformers)
+  3. generate         a few multiple-choice questions with a packaged LLM (or a served one)
+  4. filter, verify   the paper's a-priori filters, every drop counted; the generator
+                      checks each answer key against its source passage (irtexam verify)
+  5. take             a small grid of pipelines (LLMs x retrievers x ICL) answers them
+  6. fit              a hierarchical 3PL on the live responses, and a plain sentence on
+                      which LLM ranks first and whether the live questions separate them
+  7. fit              the full IRT fit of the bundled real response matrix (data/real_run/
+                      when its grid is complete, else data/responses/)
+  8. report           information, Bloom categories, diagnostics: an HTML report
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--generator-model", default=None, help="model id to request when --generator is a URL")
     parser.add_argument("--api-key-env", default=None, help="environment variable holding a server's API key")
     parser.add_argument("--chunks", type=int, default=8, help="corpus chunks to write questions from")
+    parser.add_argument("--max-new-tokens", type=int, default=280, help="longest generated question, in tokens")
     parser.add_argument("--llms", default="smollm2-135m,qwen2.5-coder-0.5b", help="comma-separated answering LLMs")
     parser.add_argument("--retrievers", default="closed-book,bm25,oracle", help="comma-separated retrievers")
     parser.add_argument("--icl", default="0,1", help="comma-separated numbers of in-context examples")
@@ -51,6 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="real response matrix for the full analysis (default: the bundled one)")
     parser.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--top-k", type=int, default=1, help="passages each retriever passes to the LLM (default 1)")
+    parser.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="skip the answer-key verification (`irtexam verify` with the generator as judge)")
+    parser.add_argument("--verify-permutations", type=int, default=2,
+                        help="cyclic candidate orders in the verifier's pick pass (default 2)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                        help="number format of local LLMs; auto: bfloat16 where the CPU has native bf16, "
+                             "else float32 (faster there)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.set_defaults(func=run)
 
@@ -97,17 +109,87 @@ def _call(argv: list[str]) -> None:
 
 
 def write_spec(path: Path, exam: Path, corpus: str, llms: list[str], retrievers: list[str], icl: list[int],
-               seed: int, api_key_env: str | None) -> Path:
+               seed: int, api_key_env: str | None, dtype: str = "bfloat16", top_k: int = 2) -> Path:
     """Write the grid spec (JSON, a subset of YAML) for the live `take` stage."""
     from ..corpus import bundled_corpus_path
 
     corpus_path = str(bundled_corpus_path()) if corpus == "bundled" else str(Path(corpus).resolve())
-    spec = {"name": "demo", "exam": str(exam.resolve()), "corpus": corpus_path,
-            "llms": [({"name": llm, "api_key_env": api_key_env} if llm.startswith("http") and api_key_env else llm)
-                     for llm in llms],
-            "retrievers": retrievers, "icl": icl, "top_k": 2, "seed": seed, "normalisation": "char"}
+
+    def entry(llm: str) -> str | dict:
+        if llm.startswith("http"):
+            return {"name": llm, "api_key_env": api_key_env} if api_key_env else llm
+        return {"name": llm, "dtype": dtype}
+
+    spec = {"name": "demo", "exam": str(exam.resolve()), "corpus": corpus_path, "llms": [entry(m) for m in llms],
+            "retrievers": retrievers, "icl": icl, "top_k": top_k, "seed": seed, "normalisation": "char"}
     path.write_text(json.dumps(spec, indent=2))
     return path
+
+
+def prepare_models(names: list[str]) -> None:
+    """Make every local model ready to load (assemble packaged parts, dequantise GGUF once), one at a time.
+
+    Prints each model's size and whether it was already prepared; the preparation
+    itself reports its steps (see :func:`irtexam.llm.registry.gguf_to_transformers_dir`).
+    """
+    from ..llm.registry import PACKAGED_MODELS, cache_root, resolve_model_dir
+
+    for name in dict.fromkeys(names):
+        if name.startswith(("http://", "https://")):
+            print(f"{name}: served model, nothing to prepare")
+            continue
+        t = time.perf_counter()
+        described = PACKAGED_MODELS[name].description if name in PACKAGED_MODELS else name
+        model_dir, _ = resolve_model_dir(name)
+        size = sum(f.stat().st_size for f in Path(model_dir).iterdir() if f.is_file())
+        print(f"{name}: {described}; {size / 1e9:.1f} GB in {model_dir} ({time.perf_counter() - t:.0f} s)",
+              flush=True)
+    print(f"prepared models are kept in {cache_root()}; a re-run loads them in seconds")
+
+
+def live_verdict(take_dir: Path, fit_dir: Path, facet: str = "llm") -> str:
+    """A plain sentence on what the live grid showed: which LLM ranks first and whether the data separate them.
+
+    Reads the live fit's facet abilities (90% intervals) and the take's accuracy
+    table. Two levels are *separated* when their 90% intervals do not overlap.
+    """
+    import pandas as pd
+
+    facets_csv, accuracy_csv = fit_dir / "facets.csv", take_dir / "accuracy.csv"
+    if not facets_csv.exists():
+        return (f"the live fit has no '{facet}' facet (one LLM, or too few responses), so the live slice "
+                f"cannot rank LLMs; the bundled real run below does")
+    levels = pd.read_csv(facets_csv, dtype={"level": str})
+    levels = levels[levels["facet"] == facet].sort_values("theta", ascending=False)
+    if len(levels) < 2:
+        return f"the live grid has fewer than two LLMs, so it cannot rank them"
+    accuracy = {}
+    if accuracy_csv.exists():
+        table = pd.read_csv(accuracy_csv)
+        if {facet, "accuracy"} <= set(table.columns):
+            accuracy = table.groupby(facet)["accuracy"].mean().to_dict()
+    responses = pd.read_csv(take_dir / "responses.csv", usecols=["item"])
+    n_items = responses["item"].nunique()
+
+    def describe(row) -> str:
+        acc = f"{accuracy[row.level]:.0%} correct, " if row.level in accuracy else ""
+        return f"{row.level} ({acc}ability {row.theta:+.2f} [{row.theta_low:+.2f}, {row.theta_high:+.2f}])"
+
+    top, rest = levels.iloc[0], levels.iloc[1:]
+    separated = all(top.theta_low > r.theta_high for r in rest.itertuples())
+    ranking = " > ".join(describe(r) for r in levels.itertuples())
+    if separated:
+        return (f"on the {n_items} questions the generator wrote, the live grid ranks {ranking}; the 90% "
+                f"intervals do not overlap, so {top.level} is the stronger LLM on this exam")
+    return (f"on the {n_items} questions the generator wrote, the live grid ranks {ranking}; the 90% "
+            f"intervals overlap, so {n_items} questions are too few to say which LLM is stronger "
+            f"(more --chunks would; the real run below, 202 questions, separates all four LLMs)")
+
+
+def _verifier_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("irtexam.commands.verify") is not None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,15 +204,32 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     threads = ["--threads", str(args.threads)]
+    llms = [s for s in args.llms.split(",") if s]
+    dtype = args.dtype
+    if dtype == "auto":
+        from ..llm.transformers_backend import resolve_dtype
 
-    t = _stage("1/6 corpus")
+        dtype = resolve_dtype("auto")
+        print(f"LLM number format: {dtype} (this CPU {'has' if dtype == 'bfloat16' else 'lacks'} native bfloat16; "
+              f"--dtype overrides)")
+    n_stages = 8
+
+    def stage(number: int, title: str) -> float:
+        return _stage(f"{number}/{n_stages} {title}")
+
+    t = stage(1, "corpus")
     _call(["corpus", "stats", args.corpus])
     timings["corpus"] = time.perf_counter() - t
 
-    t = _stage("2/6 generate questions")
+    t = stage(2, "prepare the models (once per machine)")
+    prepare_models([args.generator, *llms])
+    timings["models"] = time.perf_counter() - t
+
+    t = stage(3, "generate questions")
     raw_exam = out / "exam.raw.jsonl"
     generate = ["generate", args.corpus, "--llm", args.generator, "--out", str(raw_exam),
-                "--max-chunks", str(args.chunks), "--seed", str(args.seed), "--max-new-tokens", "280", *threads]
+                "--max-chunks", str(args.chunks), "--seed", str(args.seed), "--max-new-tokens",
+                str(args.max_new_tokens), "--dtype", dtype, *threads]
     if args.generator_model:
         generate += ["--model", args.generator_model]
     if args.api_key_env:
@@ -138,29 +237,45 @@ def run(args: argparse.Namespace) -> int:
     _call(generate)
     timings["generate"] = time.perf_counter() - t
 
-    t = _stage("3/6 filter")
+    t = stage(4, "filter and verify")
+    filtered = out / "exam.filtered.jsonl"
+    _call(["filter", str(raw_exam), "--out", str(filtered), "--report", str(out / "filter_report.csv")])
     exam = out / "exam.jsonl"
-    _call(["filter", str(raw_exam), "--out", str(exam), "--report", str(out / "filter_report.csv")])
+    if args.verify and _verifier_available():
+        verify = ["verify", str(filtered), "--llm", args.generator, "--out", str(exam), "--report",
+                  str(out / "verify_report.csv"), "--permutations", str(args.verify_permutations),
+                  "--dtype", dtype, "--corpus", args.corpus, *threads]
+        if args.generator_model:
+            verify += ["--model", args.generator_model]
+        if args.api_key_env:
+            verify += ["--api-key-env", args.api_key_env]
+        _call(verify)
+    else:
+        print("answer keys not verified (--no-verify, or no `irtexam verify` in this installation)")
+        exam.write_bytes(filtered.read_bytes())
     timings["filter"] = time.perf_counter() - t
     n_items = sum(1 for line in exam.read_text().splitlines() if line.strip())
     if n_items < 2:
-        raise IrtexamError(f"only {n_items} question(s) survived generation and filtering (see "
-                           f"{out}/exam.raw.jsonl.report.json and {out}/filter_report.csv); use more --chunks "
-                           f"or a stronger --generator")
+        raise IrtexamError(f"only {n_items} question(s) survived generation, filtering and verification (see "
+                           f"{out}/exam.raw.jsonl.report.json, {out}/filter_report.csv and "
+                           f"{out}/verify_report.csv); use more --chunks or a stronger --generator")
 
-    t = _stage("4/6 pipelines take the exam")
-    spec = write_spec(out / "grid.json", exam, args.corpus, [s for s in args.llms.split(",") if s],
+    t = stage(5, "pipelines take the exam")
+    spec = write_spec(out / "grid.json", exam, args.corpus, llms,
                       [s for s in args.retrievers.split(",") if s], [int(k) for k in args.icl.split(",")],
-                      args.seed, args.api_key_env)
+                      args.seed, args.api_key_env, dtype=dtype, top_k=args.top_k)
     _call(["take", str(spec), "--out", str(out / "take"), *threads])
     timings["take"] = time.perf_counter() - t
 
-    t = _stage("5/6 fit the live responses")
+    t = stage(6, "fit the live responses")
     _call(["fit", str(out / "take" / "responses.csv"), "--model", "3pl", "--facets", "auto",
            "--out", str(out / "fit_live")])
+    verdict = live_verdict(out / "take", out / "fit_live")
+    print(f"\nlive result: {verdict}")
+    (out / "live_result.txt").write_text(verdict + "\n", encoding="utf-8")
     timings["fit_live"] = time.perf_counter() - t
 
-    t = _stage("6/6 full analysis of the bundled real response matrix")
+    t = stage(7, "full analysis of the bundled real response matrix")
     real = Path(args.responses) if args.responses else bundled_responses()
     if real is None:
         print("no bundled real response matrix in this checkout (data/real_run/, data/responses/); "
@@ -171,11 +286,15 @@ def run(args: argparse.Namespace) -> int:
         _call(["fit", str(real), "--model", "3pl", "--facets", "auto", "--heldout", "0.1", "--out", str(fit_dir)])
         bundled_exam = real.parent / "exam.jsonl"
         exam_for_report = bundled_exam if bundled_exam.exists() else None
+    timings["fit_real"] = time.perf_counter() - t
+
+    t = stage(8, "report")
     report = out / "report.html"
     _call(["report", str(fit_dir), "--out", str(report)] + (["--exam", str(exam_for_report)] if exam_for_report else []))
-    timings["analysis"] = time.perf_counter() - t
+    timings["report"] = time.perf_counter() - t
 
     total = time.perf_counter() - started
     print("\n=== done in {:.0f} s ({}) ===".format(total, ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())))
+    print(f"live result: {verdict}")
     print(f"report: {report.resolve()}")
     return 0

@@ -66,23 +66,35 @@ def format_summary(result) -> str:
         sampler = stats.get("sampler", {})
         lines.append(f"  NUTS: max R-hat {result.diagnostics['r_hat'].max():.3f}, min ESS "
                      f"{result.diagnostics['ess_bulk'].min():.0f}, divergences {sampler.get('divergences', 0)}")
-    for message in result.warnings:
-        lines.append(f"warning: {message}")
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..irt.fit import fit
-    from ..responses import ResponseMatrix
+def resolve_facets(option: str | None, responses) -> list[str] | None:
+    """The facets named by a ``--facets`` option (comma-separated, or ``auto``), or None for a flat model.
 
-    responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
-    facets = args.facets
-    if facets == "auto":
+    ``auto`` takes every facet column with at least two levels and says which
+    single-level columns it leaves out.
+    """
+    from ..cli import split_list
+
+    if option is None:
+        return None
+    if option.strip() == "auto":
         facets, constant = auto_facets(responses)
         for facet in constant:
             print(f"note: facet '{facet}' has a single level ({responses.facet_levels(facet)[0]}); "
                   f"it is left out of the hierarchical model")
-        facets = facets or None
+        return facets or None
+    return split_list(option) or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import print_warning
+    from ..irt.fit import fit
+    from ..responses import ResponseMatrix
+
+    responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
+    facets = resolve_facets(args.facets, responses)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = fit(responses, model=args.model, facets=facets, method=args.method, seed=args.seed,
@@ -91,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
                      samples=args.samples, target_accept=args.target_accept, progress=args.method == "nuts")
     out = result.save(args.out)
     print(format_summary(result))
+    for message in result.warnings:
+        print_warning(message)
     print(f"wrote {out}/items.csv, examinees.csv{', facets.csv, contrasts.csv' if result.facets is not None else ''}, "
           f"fit.nc, meta.json")
     return 0

@@ -181,7 +181,9 @@ def run_exampp(args: argparse.Namespace) -> int:
     runs = ex.rankings(passages)
     missing = sum(1 for p in passages if (p.query_id, p.passage_id) not in table and p.query_id in banks)
     if missing:
-        print(f"warning: {missing} ranked passages have no grades (count as grade 0)")
+        from ..cli import print_warning
+
+        print_warning(f"{missing} ranked passages have no grades (count as grade 0)")
     cover = ex.exam_cover(table, runs, banks, tau=args.tau, k=args.k)
     qrels = ex.exam_qrels(table)
     measures = ex.qrels_measures(qrels, runs, tau=args.tau)

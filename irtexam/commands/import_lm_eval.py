@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     path = rm.save(args.out)
     print(report.summary())
     print(f"wrote {path}: {rm.n_items} items x {rm.n_examinees} examinees ({', '.join(rm.examinees)})")
+    from ..cli import print_warning
+
     for warning in rm.warnings():
-        print(f"warning: {warning}")
+        print_warning(warning)
     return 0

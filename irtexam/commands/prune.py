@@ -20,7 +20,9 @@ def register(subparsers) -> None:
                    help="theta range for information (default -2 2)")
     p.add_argument("--min-items", type=int, default=5, help="never prune below this many items")
     p.add_argument("--method", default="map", choices=("map", "nuts"), help="estimator (default map)")
-    p.add_argument("--facets", nargs="*", default=None, help="examinee facet columns (hierarchical model)")
+    p.add_argument("--facets", default=None,
+                   help="comma-separated examinee facet columns for the hierarchical model, e.g. "
+                        "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
     p.add_argument("--heldout", type=float, default=0.1,
                    help="fraction of responses held out to score each round (default 0.1; 0 = none)")
     p.add_argument("--scale", default="step0", choices=("step0", "linked", "refit"),
@@ -40,8 +42,11 @@ def run(args) -> int:
     from ..analysis.pruning import prune
     from ..responses import ResponseMatrix
 
+    from .fit import resolve_facets
+
     rm = ResponseMatrix.read(args.responses)
-    fit_kwargs = {"facets": args.facets} if args.facets else {}
+    facets = resolve_facets(args.facets, rm)
+    fit_kwargs = {"facets": facets} if facets else {}
     res = prune(rm, model=args.model, drop=args.drop, steps=args.steps, by=args.by,
                 theta_range=tuple(args.theta_range), min_items=args.min_items, method=args.method,
                 seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale)
