@@ -303,6 +303,16 @@ def confusion(report: "pd.DataFrame", flags: "pd.DataFrame") -> "pd.DataFrame":
     return pd.concat([table, pd.DataFrame([{"verdict": "all", **total.to_dict()}])], ignore_index=True)
 
 
+def two_by_two(report: "pd.DataFrame", flags: "pd.DataFrame", flag: str) -> "pd.DataFrame":
+    """Verifier (keep / removes or re-keys) x one IRT flag (yes / no), item counts."""
+    import pandas as pd
+
+    joined = report.set_index("item")[["verdict"]].join(flags)
+    verifier = joined["verdict"].map(lambda v: "keep" if v == "keep" else "removes or re-keys")
+    table = pd.crosstab(verifier, joined[flag].map({True: f"{flag}", False: f"no {flag}"}))
+    return table.reindex(index=["keep", "removes or re-keys"], columns=[flag, f"no {flag}"], fill_value=0)
+
+
 def label_table(report: "pd.DataFrame", labels: dict[str, dict[str, str]]) -> "pd.DataFrame":
     """Hand label x verdict counts."""
     import pandas as pd
@@ -374,9 +384,12 @@ def stage_analyze(_: argparse.Namespace) -> None:
     all_long = pd.read_csv(DATA / "responses.csv.gz")
     base, base_flags, base_result = fit_summary(all_long)
     rekeyed = {r.item: "ABCD".index(r.new_key) for r in report.itertuples() if str(r.rekeyed) == "True"}
-    kept_ids = [r.item for r in report.itertuples() if r.verdict == "keep" or r.item in rekeyed]
+    removed = {r.item for r in report.itertuples() if r.verdict != "keep" and r.item not in rekeyed}
+    all_ids = list(dict.fromkeys(all_long["item"]))
+    unverified = [i for i in all_ids if i not in set(report["item"])]  # a partial run: still in the exam
+    kept_ids = [i for i in all_ids if i not in removed]
     kept, kept_flags, kept_result = fit_summary(rescored_responses(kept_ids, rekeyed))
-    keep_only = [r.item for r in report.itertuples() if r.verdict == "keep"]
+    keep_only = [i for i in kept_ids if i not in rekeyed]
     strict, _, _ = fit_summary(rescored_responses(keep_only, {}))
     matched = matched_heldout(all_long, kept_ids, rescored_responses(kept_ids, rekeyed))
     scores = {"all": hand_label_scores(report, base_flags, labels),
@@ -386,7 +399,8 @@ def stage_analyze(_: argparse.Namespace) -> None:
     by_label = label_table(report, labels)
     figures = plot(report, base_flags, base_result, kept_result)
     counts = report["verdict"].value_counts().reindex(["keep", *FLAWED], fill_value=0).to_dict()
-    payload = {"verdicts": counts, "rekeyed": len(rekeyed), "kept": len(kept_ids), "hand_labels": scores,
+    payload = {"verified": len(report), "unverified": len(unverified), "verdicts": counts, "rekeyed": len(rekeyed),
+               "kept": len(kept_ids), "hand_labels": scores,
                "confusion": conf.to_dict(orient="records"), "hand_label_x_verdict": by_label.to_dict(),
                "fit_all_items": base, "fit_kept_items": kept, "fit_keep_verdict_only": strict,
                "matched_heldout_loglik_per_cell": matched,
@@ -395,7 +409,9 @@ def stage_analyze(_: argparse.Namespace) -> None:
                "figures": [str(p.relative_to(ROOT)) for p in figures]}
     (OUT / "analysis.json").write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     lines = ["# Verification of data/real_run/exam.jsonl (issue 16)", "",
-             f"Verdicts: {counts}; re-keyed {len(rekeyed)}; kept {len(kept_ids)} of {len(report)}.", ""]
+             f"Verified {len(report)} of {len(all_ids)} items"
+             + (f" ({len(unverified)} not yet verified stay in the exam)" if unverified else "")
+             + f". Verdicts: {counts}; re-keyed {len(rekeyed)}; kept {len(kept_ids)} of {len(all_ids)}.", ""]
     for name, sc in scores.items():
         lines += [f"## Hand labels ({name}: {sc['n']} items, {sc['n_flawed']} flawed, {sc['n_sound']} sound)", "",
                   f"* verifier non-keep: {_fmt_pr(sc['verifier'])}; keeps {sc['sound_kept_share']:.0%} of sound items",
@@ -403,6 +419,8 @@ def stage_analyze(_: argparse.Namespace) -> None:
                   f"* verifier or IRT flag: {_fmt_pr(sc['verifier_or_irt'])}", ""]
     lines += ["## Hand label x verdict", "", markdown(by_label), "",
               "## Verdict x IRT flags (fit on all 202 items)", "", markdown(conf, index=False), "",
+              "Verifier x IRT flag (2 x 2):", "", markdown(two_by_two(report, base_flags, "wrong_key_flag")), "",
+              markdown(two_by_two(report, base_flags, "any_flag")), "",
               "## Refit of the hierarchical 3PL (llm + retriever + icl, 10% of cells held out, seed 0)", "",
               "| | all items | kept (keep + re-keyed) | keep verdict only |", "|---|---:|---:|---:|"]
     for key in ("n_items", "n_cells", "rmse", "rmse_baseline", "heldout_loglik_per_cell", "heldout_loglik_baseline",

@@ -209,7 +209,7 @@ def test_verify_exam_writes_exam_and_report(tmp_path):
     summary = verify_exam(exam, ScriptedVerifier({"4MB", AUTH[0]}), out, report, cache_dir=tmp_path / "c", progress=False)
     rows = list(csv.DictReader(open(report, encoding="utf-8")))
     assert [r["item"] for r in rows] == ["a#0/q0", "b#0/q0", "e#0/q0"]
-    assert {"item", "verdict", "judge_A", "pick_D", "reason", "rekeyed", "new_key"} <= set(rows[0])
+    assert {"item", "verdict", "support_A", "judge_A", "pick_D", "reason", "rekeyed", "new_key"} <= set(rows[0])
     assert rows[1]["verdict"] == "wrong_key" and rows[1]["new_key"] == "A"
     assert rows[2]["verdict"] == "multiple_correct"  # "4MB" and "4mb." are the same answer
     kept = read_exam(out)

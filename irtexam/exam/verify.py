@@ -138,10 +138,16 @@ class ItemVerdict:
         return self.verdict == "keep" or self.rekeyed
 
     def row(self, n_choices: int) -> dict[str, Any]:
-        """One REPORT.csv row: item, verdict, rekeyed, key, new_key, support per candidate, reason."""
+        """One REPORT.csv row: item, verdict, rekeyed, key, new_key, per candidate the support
+        s_k, the judge's P(correct) and the pick share (empty when a static check decided),
+        the static checks that fired, and the reason in words."""
         row: dict[str, Any] = {"item": self.item, "verdict": self.verdict, "rekeyed": self.rekeyed,
                                "key": LETTERS[self.key],
                                "new_key": LETTERS[self.new_key] if self.rekeyed else ""}
+        scored = bool(self.judge) and not any(math.isnan(j) for j in self.judge)
+        support = support_scores(self.judge, self.pick) if scored else []
+        for k in range(n_choices):
+            row[f"support_{LETTERS[k]}"] = _fmt(support[k]) if k < len(support) else ""
         for k in range(n_choices):
             row[f"judge_{LETTERS[k]}"] = _fmt(self.judge[k]) if k < len(self.judge) else ""
             row[f"pick_{LETTERS[k]}"] = _fmt(self.pick[k]) if k < len(self.pick) else ""
