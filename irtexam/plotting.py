@@ -46,22 +46,75 @@ def ability_crosses(ax, abilities: Mapping[str, float] | pd.Series | Sequence[fl
     return ax
 
 
-def plot_icc(items: pd.DataFrame, theta=None, ax=None, abilities=None, max_items: int = 200,
+def icc_selection(items: pd.DataFrame, max_items: int, highlight: Sequence[str] = ()) -> list:
+    """Up to ``max_items`` item ids spread evenly over difficulty (sorted by ``b``), highlighted ones first.
+
+    With more items than that, overlaid curves become an unreadable block; a spread
+    of difficulties shows the shapes the exam has.
+    """
+    chosen = [i for i in items.index if i in set(highlight)][:max_items]
+    if len(items) <= max_items:
+        return list(items.index)
+    key = items["b"] if "b" in items else pd.Series(np.arange(len(items)), index=items.index)
+    order = list(key.sort_values(kind="stable").index)
+    room = max_items - len(chosen)
+    if room > 0:
+        picks = np.unique(np.linspace(0, len(order) - 1, room).round().astype(int))
+        chosen += [order[k] for k in picks if order[k] not in chosen]
+    return chosen
+
+
+def plot_icc(items: pd.DataFrame, theta=None, ax=None, abilities=None, max_items: int = 12,
              highlight: Sequence[str] | None = None):
-    """Item characteristic curves P_i(theta) = c + (1 - c) sigmoid(a (theta - b)), one line per item."""
+    """Item characteristic curves P_i(theta) = c + (1 - c) sigmoid(a (theta - b)).
+
+    Up to ``max_items`` items are drawn one line each; with more items, a selection
+    spread over difficulty (:func:`icc_selection`) is drawn over a grey band holding
+    the middle 80% of all items' curves at each theta (10th to 90th percentile) and
+    their median (dashed), so the figure stays readable at hundreds of items.
+    """
     ax = _axes(ax)
     grid = _grid(theta)
-    shown = items.iloc[:max_items]
-    p = np.asarray(kinds.prob_correct(grid, kinds.from_table(shown)))  # GRM: P(any credit)
     hl = set(highlight or [])
+    shown = items.loc[icc_selection(items, max_items, list(hl))]
+    if len(items) > len(shown):
+        p_all = np.asarray(kinds.prob_correct(grid, kinds.from_table(items)))
+        low, mid, high = np.percentile(p_all, [10, 50, 90], axis=1)
+        ax.fill_between(grid, low, high, color="0.85", label=f"middle 80% of all {len(items)} items")
+        ax.plot(grid, mid, color="0.35", lw=1.4, ls="--", label="median item")
+    p = np.asarray(kinds.prob_correct(grid, kinds.from_table(shown)))  # GRM: P(any credit)
     for j, item in enumerate(shown.index):
-        ax.plot(grid, p[:, j], lw=1.6 if item in hl else 0.8, alpha=1.0 if item in hl else 0.5,
+        ax.plot(grid, p[:, j], lw=1.6 if item in hl else 0.9, alpha=1.0 if item in hl else 0.7,
                 color="tab:red" if item in hl else None)
     ax.set_xlabel(r"ability $\theta$")
     ax.set_ylabel(r"$P(\mathrm{correct}\mid\theta)$")
     ax.set_ylim(0, 1)
-    ax.set_title(f"Item characteristic curves ({len(shown)} of {len(items)} items)")
+    if len(items) > len(shown):
+        ax.legend(loc="upper left", fontsize=8)
+        ax.set_title(f"Item characteristic curves ({len(shown)} of {len(items)} items, spread over difficulty)")
+    else:
+        ax.set_title(f"Item characteristic curves ({len(items)} items)")
     return ability_crosses(ax, abilities)
+
+
+def plot_item_rmse(rmse: pd.Series, baseline: pd.Series, ax=None):
+    """Per-item RMSE of the IRT predictions (y) against the mean baseline's (x), one dot per item.
+
+    Dots below the diagonal are items the model predicts better than the baseline.
+    """
+    ax = _axes(ax)
+    both = pd.DataFrame({"irt": rmse, "baseline": baseline}).dropna()
+    ax.scatter(both["baseline"], both["irt"], s=12, alpha=0.6)
+    top = float(max(both.max().max(), 0.01)) * 1.05 if len(both) else 1.0
+    ax.plot([0, top], [0, top], color="0.4", lw=1, ls="--", label="equal")
+    better = int((both["irt"] < both["baseline"]).sum())
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("RMSE of the mean baseline, per item")
+    ax.set_ylabel("RMSE of the IRT model, per item")
+    ax.set_title(f"Per-item fit: IRT better on {better} of {len(both)} items")
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
 
 
 def plot_item_information(items: pd.DataFrame, theta=None, ax=None, abilities=None,

@@ -584,6 +584,22 @@ class ResponseMatrix:
                                 f"ability is bounded only by the prior")
         return messages
 
+    def fingerprint(self) -> str:
+        """sha256 (hex) of what a fit depends on: values (missing as NaN), item and examinee ids, facets, max score.
+
+        Two matrices with the same fingerprint give the same fit; a fit folder stores it
+        to check, on loading, that its responses are the ones it was fitted to.
+        """
+        import hashlib
+
+        digest = hashlib.sha256()
+        values = np.where(np.isnan(self.values), np.nan, self.values).astype("<f8")  # one NaN bit pattern
+        digest.update(np.ascontiguousarray(values).tobytes())
+        for part in (self.items, self.examinees, tuple(self.examinee_facets.columns),
+                     tuple(map(tuple, self.examinee_facets.to_numpy().tolist())), (self.max_score,)):
+            digest.update(repr(part).encode("utf-8"))
+        return digest.hexdigest()
+
     def describe(self) -> dict[str, float | int]:
         """Counts: items, examinees, observed cells, missing fraction, mean score."""
         observed = self.observed

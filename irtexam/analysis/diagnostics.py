@@ -110,10 +110,18 @@ def local_dependence(x: np.ndarray, p: np.ndarray, items: list, threshold: float
     """Item pairs whose Q3 exceeds the average Q3 by more than a threshold (Q3* = Q3 - mean Q3).
 
     ``threshold`` defaults to :func:`q3_threshold` (0.2, raised for small samples).
-    Returns columns item_1, item_2, q3, q3_star, sorted by q3_star descending;
-    ``.attrs['threshold']`` records the threshold used.
+    Pairs with an item whose observed responses are all the same (answered by nobody,
+    or by everybody) carry no information: that item's residual is -P(theta) or
+    1 - P(theta), a function of ability alone, so its Q3 with any other such item is
+    ~1 by construction. They are left out (of the table and of mean Q3) and counted in
+    ``.attrs['constant_items']``. Returns columns item_1, item_2, q3, q3_star, sorted
+    by q3_star descending; ``.attrs['threshold']`` records the threshold used.
     """
     q3 = yen_q3(x, p)
+    xa = np.asarray(x, dtype=float)
+    constant = ~(np.fmax.reduce(xa, axis=1) > np.fmin.reduce(xa, axis=1))  # fmax skips NaN; unanswered: True
+    q3[constant, :] = np.nan
+    q3[:, constant] = np.nan
     iu = np.triu_indices(q3.shape[0], 1)
     vals = q3[iu]
     if threshold is None:
@@ -121,6 +129,7 @@ def local_dependence(x: np.ndarray, p: np.ndarray, items: list, threshold: float
     if np.all(np.isnan(vals)):
         out = pd.DataFrame(columns=["item_1", "item_2", "q3", "q3_star"])
         out.attrs["threshold"] = threshold
+        out.attrs["constant_items"] = int(constant.sum())
         return out
     star = vals - np.nanmean(vals)
     keep = np.where(star > threshold)[0]
@@ -128,6 +137,7 @@ def local_dependence(x: np.ndarray, p: np.ndarray, items: list, threshold: float
                         "q3": vals[keep], "q3_star": star[keep]})
     out = out.sort_values("q3_star", ascending=False, ignore_index=True)
     out.attrs["threshold"] = threshold
+    out.attrs["constant_items"] = int(constant.sum())
     return out
 
 

@@ -24,7 +24,58 @@ FIGURE_TITLES = {
     "ppc_examinees": "Posterior predictive check: examinee scores",
     "ppc_items": "Posterior predictive check: item scores",
     "information_evolution": "Exam information during pruning",
+    "item_rmse": "Per-item RMSE: IRT model against the mean baseline",
 }
+
+
+SUMMARY_LABELS = {
+    "data": "data", "model": "model", "method": "estimator", "n_items": "items", "n_examinees": "examinees",
+    "mean_information_-2_2": "mean item information on ability [-2, 2]",
+    "peak_test_information": "peak test information", "peak_theta": "ability at the peak",
+    "min_se_-2_2": "smallest standard error of ability on [-2, 2]",
+    "low_discrimination": "items with discrimination near 0", "likely_wrong_key": "items with a likely wrong key",
+    "misfit_items": "misfitting items (infit > 1.3 or outfit > 1.5)",
+    "local_dependence_pairs": "locally dependent item pairs (Q3*)", "q3_threshold": "Q3* threshold",
+    "ppc_examinees_outside_90": "examinees outside their 90% predictive interval",
+    "ppc_replicated_to_observed_mean": "replicated / observed mean score",
+}
+FIT_LABELS = {
+    "loglik": "log-likelihood", "n_observed": "observed responses", "n_parameters": "parameters",
+    "aic": "AIC", "bic": "BIC", "rmse": "RMSE, IRT model", "rmse_baseline": "RMSE, mean baseline",
+    "baseline": "baseline prediction (mean response)",
+    "item_rmse_mean": "per-item RMSE, IRT: mean", "item_rmse_sd": "per-item RMSE, IRT: sd",
+    "item_rmse_baseline_mean": "per-item RMSE, baseline: mean", "item_rmse_baseline_sd": "per-item RMSE, baseline: sd",
+    "heldout_fraction": "held-out fraction of cells", "heldout_cells": "held-out cells",
+    "heldout_loglik": "held-out log-likelihood per cell, IRT",
+    "heldout_loglik_baseline": "held-out log-likelihood per cell, baseline",
+    "heldout_rmse": "held-out RMSE, IRT", "heldout_rmse_baseline": "held-out RMSE, baseline",
+    "optimizer": "optimizer", "laplace": "Laplace covariance", "method": None, "model": None,
+}
+# diagnostics' own RMSE numbers repeat the fit's; the report shows the fit's only
+_SUMMARY_SKIP = {"rmse", "rmse_baseline", "baseline", "notes"}
+
+
+def _value(v: Any) -> str:
+    """A table cell: numbers to 4 significant digits, everything else as text."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int,)):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return "" if v != v else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def key_value_table(values: dict[str, Any], labels: dict[str, str | None], skip: set[str] = frozenset()) -> pd.DataFrame:
+    """Two-column table (quantity, value) of the scalar entries of ``values``, in ``labels`` order first.
+
+    Entries labelled None, listed in ``skip``, or holding lists/dicts (per-item values
+    live in items.csv and the figures, not in a cell) are left out.
+    """
+    keys = [k for k in labels if k in values] + [k for k in values if k not in labels]
+    rows = [(labels.get(k) or k, _value(values[k])) for k in keys
+            if k not in skip and labels.get(k, k) is not None and not isinstance(values[k], (dict, list, tuple))]
+    return pd.DataFrame(rows, columns=["quantity", "value"])
 
 
 def _fmt(df: pd.DataFrame, max_rows: int) -> pd.DataFrame:
@@ -40,11 +91,12 @@ def _sections(manifest: dict[str, Any], max_rows: int) -> list[tuple[str, pd.Dat
     t = manifest["tables"]
     out: list[tuple[str, pd.DataFrame | None, str | None]] = []
     s = manifest["summary"]
-    head = {k: v for k, v in s.items() if not isinstance(v, dict)}
-    out.append(("Summary", pd.DataFrame([head]).T.rename(columns={0: "value"}), None))
     fs = s.get("fit_stats") or {}
+    out.append(("Summary", key_value_table(s, SUMMARY_LABELS, _SUMMARY_SKIP if "rmse" in fs else {"notes"}), None))
     if fs:
-        out.append(("Fit statistics", pd.DataFrame([fs]).T.rename(columns={0: "value"}), None))
+        out.append(("Fit statistics", key_value_table(fs, FIT_LABELS),
+                    "Per-item values (RMSE, infit, outfit, information) are columns of items.csv; the per-item "
+                    "RMSE figure compares each item with the baseline."))
     if "facets" in t:
         out.append(("Facet abilities", pd.read_csv(t["facets"]), None))
     if "contrasts" in t:
@@ -85,10 +137,11 @@ def render_html(manifest: dict[str, Any], title: str = "irtexam report", max_row
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         parts.append(f"<h2>{html.escape(FIGURE_TITLES.get(name, name))}</h2>"
                      f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>")
-    for title_, df, _ in _sections(manifest, max_rows):
+    for title_, df, note in _sections(manifest, max_rows):
         parts.append(f"<h2>{html.escape(title_)}</h2>")
-        parts.append(df.to_html(index=df.index.name is not None or title_ in ("Summary", "Fit statistics"),
-                                border=0, escape=True))
+        if note:
+            parts.append(f"<p>{html.escape(note)}</p>")
+        parts.append(df.to_html(index=df.index.name is not None, border=0, escape=True))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -113,6 +166,6 @@ def render_markdown(manifest: dict[str, Any], relative_to: str | Path, title: st
     for name, path in manifest.get("figures", {}).items():
         rel = os.path.relpath(path, relative_to)
         parts += ["", f"## {FIGURE_TITLES.get(name, name)}", "", f"![{name}]({rel})"]
-    for title_, df, _ in _sections(manifest, max_rows):
-        parts += ["", f"## {title_}", "", _md_table(df, index=title_ in ("Summary", "Fit statistics"))]
+    for title_, df, note in _sections(manifest, max_rows):
+        parts += ["", f"## {title_}", ""] + ([note, ""] if note else []) + [_md_table(df, index=False)]
     return "\n".join(parts) + "\n"

@@ -47,9 +47,55 @@ def item_categories(result, exam_questions: pd.Series | None = None, keywords=No
     return cats, notes
 
 
+def data_label(result, source: str | None = None) -> str:
+    """What was fitted, for titles: the response file (relative to the working directory when inside it).
+
+    ``source`` is the original response file a fit folder records; without it the
+    matrix's own source is used; the matrix's size is always given.
+    """
+    rm = result.responses
+    source = source or getattr(rm, "source", None)
+    size = f"{rm.n_items} items x {rm.n_examinees} examinees"
+    if not source:
+        return size
+    path = Path(str(source))
+    try:
+        path = path.resolve().relative_to(Path.cwd())
+    except (ValueError, OSError):
+        pass
+    return f"{path} ({size})"
+
+
+def split_fit_stats(stats: dict, item_ids: list[str]) -> tuple[dict[str, Any], dict[str, pd.Series]]:
+    """Split a fit's statistics into scalars (a summary table) and per-item values (item table columns).
+
+    A dict keyed by item id (e.g. ``item_rmse``) becomes a Series over ``item_ids``;
+    the optimizer's dict becomes one readable line; other nested values are dropped
+    from the table (they stay in the fit folder's meta.json).
+    """
+    scalars: dict[str, Any] = {}
+    per_item: dict[str, pd.Series] = {}
+    ids = set(item_ids)
+    for key, value in stats.items():
+        if isinstance(value, dict) and value and set(map(str, value)) <= ids:
+            per_item[key] = pd.Series({str(k): v for k, v in value.items()}, dtype=float).reindex(item_ids)
+        elif key == "optimizer" and isinstance(value, dict):
+            parts = [str(value.get("solver", "")), "converged" if value.get("converged") else "NOT converged"
+                     if "converged" in value else "", f"{value['iterations']} iterations" if "iterations" in value
+                     else ""]
+            scalars[key] = ", ".join(p for p in parts if p)
+        elif isinstance(value, (bool, np.bool_)):
+            scalars[key] = bool(value)
+        elif isinstance(value, (int, float, np.integer, np.floating)):
+            scalars[key] = float(value) if isinstance(value, (float, np.floating)) else int(value)
+        elif isinstance(value, str) or value is None:
+            scalars[key] = value
+    return scalars, per_item
+
+
 def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = None, keywords=None,
                 theta: np.ndarray | None = None, n_draws: int = 200, seed: int = 0,
-                figures: bool = True) -> dict[str, Any]:
+                figures: bool = True, data: str | None = None) -> dict[str, Any]:
     """Write every analytics table and figure of ``result`` into ``out_dir``.
 
     Tables: items.csv (parameters, mean information on [-2, 2], categories,
@@ -57,6 +103,7 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     fit statistics, PPC), exam_information.csv (theta grid: mean/sum information,
     SE, posterior band), information_by_bloom.csv, information_by_question_word.csv,
     local_dependence.csv, facets.csv / contrasts.csv when present, summary.json.
+    ``data`` names the fitted response file in titles (default: the matrix's source).
     Returns the manifest: {'tables': {...}, 'figures': {...}, 'summary': {...}, 'notes': [...]}.
     """
     out = Path(out_dir)
@@ -108,7 +155,7 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
         df.to_csv(path, index=index)
         tables[name] = str(path)
 
-    table("items", items)
+    table("items", items)  # per-item fit statistics (RMSE, infit, outfit, ...) are columns here
     table("examinees", exam)
     table("exam_information", curve, index=False)
     for name, df in by_cat.items():
@@ -123,15 +170,19 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     if contrasts is not None and len(contrasts):
         table("contrasts", contrasts, index=False)
 
+    fit_stats, per_item_stats = split_fit_stats(getattr(result, "fit_stats", {}) or {}, item_ids)
+    for name, values in per_item_stats.items():
+        if name not in items.columns:
+            items[name] = values
     summ = diag["summary"]
     summary = {
+        "data": data_label(result, data),
         "model": getattr(result, "model", None), "method": getattr(result, "method", None),
         **summ,
         "mean_information_-2_2": float(items["information_mean_-2_2"].mean()),
         "peak_test_information": float(total.max()), "peak_theta": float(grid[total.argmax()]),
         "min_se_-2_2": float(curve.loc[curve.theta.between(-2, 2), "se"].min()),
-        "fit_stats": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
-                      for k, v in (getattr(result, "fit_stats", {}) or {}).items()},
+        "fit_stats": fit_stats,
         "bloom_counts": {k: int(v) for k, v in by_cat["bloom"].attrs["n_items"].items()},
         "question_word_counts": {k: int(v) for k, v in by_cat["question_word"].attrs["n_items"].items()},
     }
@@ -141,6 +192,10 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     if summ["likely_wrong_key"]:
         notes.append(f"{summ['likely_wrong_key']} items are answered wrong by most of the strongest "
                      "examinees (wrong_key_flag): check their answer key")
+    constant = diag["local_dependence"].attrs.get("constant_items", 0)
+    if constant:
+        notes.append(f"{constant} items with all-equal responses (answered by nobody or by everybody) are left out "
+                     "of the local-dependence check: their residuals depend on ability alone")
     if summ["local_dependence_pairs"]:
         notes.append(f"{summ['local_dependence_pairs']} item pairs show local dependence "
                      f"(Yen's Q3* > {summ['q3_threshold']:.2f}, local_dependence.csv): near-duplicate questions?")
@@ -175,6 +230,10 @@ def _figures(out: Path, items, abilities, grid, band, by_cat, facets, diag) -> d
                                      title="Information by question word"),
         out / "information_by_question_word.png")
     figs["wright_map"] = pl.save(pl.plot_wright_map(items, abilities), out / "wright_map.png")
+    pair = next(((irt, base) for irt, base in (("item_rmse", "item_rmse_baseline"), ("rmse", "rmse_baseline"))
+                 if {irt, base} <= set(items.columns)), None)
+    if pair is not None:
+        figs["item_rmse"] = pl.save(pl.plot_item_rmse(items[pair[0]], items[pair[1]]), out / "item_rmse.png")
     if facets is not None and len(facets) and {"theta_low", "theta_high"} <= set(facets.columns):
         figs["facets"] = pl.save(pl.plot_forest(facets), out / "facets.png")
     ppc = diag["ppc"]

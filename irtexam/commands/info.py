@@ -51,7 +51,18 @@ def analyze(args, out_dir: str | Path) -> dict:
     result = irtexam.load_fit(args.fitdir)
     grid = np.linspace(args.theta_min, args.theta_max, 161)
     return analyze_fit(result, out_dir, exam_questions=exam_questions(args.exam), keywords=args.keywords,
-                       theta=grid, n_draws=args.draws, seed=args.seed)
+                       theta=grid, n_draws=args.draws, seed=args.seed, data=recorded_source(args.fitdir))
+
+
+def recorded_source(fitdir: str | Path) -> str | None:
+    """The response file a fit folder says it was fitted to (meta.json ``responses_source``), if recorded."""
+    import json
+
+    try:
+        meta = json.loads((Path(fitdir) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("responses_source") or meta.get("source")
 
 
 def run(args) -> int:
@@ -61,9 +72,11 @@ def run(args) -> int:
     matplotlib.use("Agg")
     manifest = analyze(args, args.out)
     s = manifest["summary"]
+    fs = s.get("fit_stats") or {}  # the fit's own RMSE numbers (one definition of the baseline)
     print(f"{s['n_items']} items, {s['n_examinees']} examinees; mean item information on [-2, 2]: "
           f"{s['mean_information_-2_2']:.3f}; peak test information {s['peak_test_information']:.2f} "
-          f"at theta={s['peak_theta']:.2f}; RMSE {s['rmse']:.3f} vs mean baseline {s['rmse_baseline']:.3f}")
+          f"at theta={s['peak_theta']:.2f}; RMSE {fs.get('rmse', s['rmse']):.3f} vs mean baseline "
+          f"{fs.get('rmse_baseline', s['rmse_baseline']):.3f}")
     for note in manifest["notes"]:
         print(f"note: {note}")
     print(f"wrote {len(manifest['tables'])} tables and {len(manifest['figures'])} figures to {args.out}")

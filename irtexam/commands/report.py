@@ -33,7 +33,9 @@ def run(args) -> int:
     fmt = args.format or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     files = out.with_name(out.stem + "_files")
     manifest = analyze(args, files)
-    title = args.title or f"irtexam report: {Path(args.fitdir).name}"
+    summary = manifest["summary"]
+    what = " ".join(str(summary.get(k) or "").upper() for k in ("model", "method")).strip()
+    title = args.title or f"irtexam report: {summary.get('data') or Path(args.fitdir).name}" + (f", {what}" if what else "")
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "html":
         out.write_text(render_html(manifest, title), encoding="utf-8")
