@@ -278,8 +278,15 @@ def initial_params(spec: ModelSpec, design: Design) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, dtype=np.float32) for k, v in params.items()}
 
 
+def _xp(params: Mapping[str, Any]) -> Any:
+    """jax.numpy for JAX inputs (traceable), NumPy otherwise (no eager JAX, no compilation)."""
+    return kinds._xp(*params.values())
+
+
 def _raw_facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
-    return {facet: jnp.asarray(design.facet_basis[facet], dtype=params[f"z_{facet}"].dtype) @ params[f"z_{facet}"]
+    """Raw level values basis_f z_f of each facet term; z may carry leading draw dimensions."""
+    xp = _xp(params)
+    return {facet: params[f"z_{facet}"] @ xp.asarray(design.facet_basis[facet].T, dtype=params[f"z_{facet}"].dtype)
             for facet in spec.facets}
 
 
@@ -287,9 +294,12 @@ def _raw_examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design
     if not spec.facets:
         return params["theta_raw"]
     levels = _raw_facet_thetas(params, spec, design)
-    theta = sum(levels[f][jnp.asarray(design.facet_index[f])] for f in spec.facets)
+    theta = 0.0
+    for facet in spec.facets:
+        theta = theta + levels[facet][..., design.facet_index[facet]]
     if spec.residual:
-        theta = theta + jnp.exp(params["sigma_resid"]) * params["resid"]
+        xp = _xp(params)
+        theta = theta + xp.exp(params["sigma_resid"])[..., None] * params["resid"]
     return theta
 
 
@@ -299,10 +309,12 @@ def ability_scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Desi
     The likelihood is invariant under theta -> s theta, a -> a / s, so the scale must be
     pinned. irtexam pins it exactly: reported abilities have standard deviation 1 across
     the examinees (and, without facets, mean 0). Leaving it to the priors lets the joint
-    mode shrink the scale (about 0.8 of the truth on a 300 x 500 2PL).
+    mode shrink the scale (about 0.8 of the truth on a 300 x 500 2PL). Leading (draw)
+    dimensions are kept: the sd is over the last axis.
     """
+    xp = _xp(params)
     raw = _raw_examinee_theta(params, spec, design)
-    return jnp.sqrt(jnp.mean((raw - raw.mean()) ** 2) + 1e-12)
+    return xp.sqrt(xp.mean((raw - raw.mean(axis=-1, keepdims=True)) ** 2, axis=-1) + 1e-12)
 
 
 def fixes_scale(spec: ModelSpec) -> bool:
@@ -315,8 +327,9 @@ def fixes_scale(spec: ModelSpec) -> bool:
     return spec.has_discrimination
 
 
-def _scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> jax.Array | float:
-    return ability_scale(params, spec, design) if fixes_scale(spec) else 1.0
+def _scale(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> Any:
+    """The ability scale with a trailing axis for broadcasting ((..., 1)), or 1.0 for the 1PL."""
+    return ability_scale(params, spec, design)[..., None] if fixes_scale(spec) else 1.0
 
 
 def facet_thetas(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
@@ -331,17 +344,19 @@ def examinee_theta(params: Mapping[str, jax.Array], spec: ModelSpec, design: Des
     Without facets: theta_m = (raw_m - mean(raw)) / sd(raw). With facets:
     theta_m = (sum_f theta_f[level_f(m)] + sigma e_m) / s, the location fixed by the
     facet identification (sum-to-zero or reference level) and s = sd of the raw sum.
-    1PL: s = 1 (the unit is fixed by a = 1; see :func:`fixes_scale`).
+    1PL: s = 1 (the unit is fixed by a = 1; see :func:`fixes_scale`). NumPy or JAX,
+    with any leading (draw) dimensions.
     """
     raw = _raw_examinee_theta(params, spec, design)
     scale = _scale(params, spec, design)
     if not spec.facets:
-        return (raw - raw.mean()) / scale
+        return (raw - raw.mean(axis=-1, keepdims=True)) / scale
     return raw / scale
 
 
-def grm_thresholds(params: Mapping[str, jax.Array], xp: Any = jnp) -> jax.Array:
+def grm_thresholds(params: Mapping[str, jax.Array], xp: Any = None) -> jax.Array:
     """Ordered GRM thresholds b_1 < ... < b_K: b_1 then cumulative exp(gap)."""
+    xp = xp or _xp(params)
     b1 = params["b1"][..., None]
     if "gap" not in params:
         return b1
@@ -350,23 +365,25 @@ def grm_thresholds(params: Mapping[str, jax.Array], xp: Any = jnp) -> jax.Array:
 
 
 def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
-    """Map unconstrained parameters to a, b, c, theta (and facet level thetas, GRM thresholds)."""
-    out: dict[str, jax.Array] = {}
-    n_items = design.n_items
-    out["a"] = jnp.exp(params["a"]) if "a" in params else jnp.ones(n_items)
+    """Map unconstrained parameters to the reported a, b, c / thresholds, theta, theta_<facet>, sigma_resid.
+
+    NumPy in, NumPy out (no JAX dispatch); JAX in (or tracers), JAX out. Leading draw
+    dimensions are kept, so a whole set of posterior draws is transformed in one call.
+    """
+    xp = _xp(params)
+    items = item_params({k: v for k, v in params.items() if k in ("a", "d", "c", "b1", "gap")}, spec)
+    lead = params["d"].shape if "d" in params else params["b1"].shape
+    out: dict[str, jax.Array] = {"a": xp.broadcast_to(items.a, lead), "b": items.b}
     if spec.kind == "grm":
-        thresholds = grm_thresholds(params)
-        out["thresholds"] = thresholds
-        out["b"] = thresholds.mean(axis=-1)
+        out["thresholds"] = items.thresholds
     else:
-        out["b"] = -params["d"] / out["a"]
         out["d"] = params["d"]
-        out["c"] = jax.nn.sigmoid(params["c"]) if "c" in params else jnp.full(n_items, spec.fixed_c)
+        out["c"] = xp.broadcast_to(items.c, lead)
     out["theta"] = examinee_theta(params, spec, design)
     for facet, value in facet_thetas(params, spec, design).items():
         out[f"theta_{facet}"] = value
     if spec.residual:
-        out["sigma_resid"] = jnp.exp(params["sigma_resid"])
+        out["sigma_resid"] = xp.exp(params["sigma_resid"])
     return out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..responses import ResponseMatrix
+from . import kinds
 
 
 def _centred_levels(rng: np.random.Generator, n_levels: int, scale: float) -> np.ndarray:
@@ -68,10 +69,8 @@ def simulate(n_items: int = 100, n_examinees: int | None = 50, model: str = "3pl
         b = rng.normal(0.0, 1.0, size=n_items) if b is None else np.asarray(b, float)
         steps = rng.uniform(0.5, 1.5, size=(n_items, n_categories - 1))
         thresholds = b[:, None] + np.cumsum(steps, axis=1) - steps.sum(axis=1, keepdims=True) / 2
-        z = a[:, None, None] * (theta[None, :, None] - thresholds[:, None, :])
-        at_least = 1.0 / (1.0 + np.exp(-z))  # P(X >= k), k = 1..K-1
-        u = rng.uniform(size=(n_items, n_examinees, 1))
-        values = (u < at_least).sum(axis=-1).astype(float)
+        values = kinds.simulate_responses(theta[None, :], kinds.ItemParams(
+            a=a[:, None], b=thresholds.mean(axis=1)[:, None], thresholds=thresholds[:, None, :]), rng, pairwise=True)
         truth.update({"a": a, "thresholds": thresholds, "b": thresholds.mean(axis=1), "theta": theta})
     else:
         b = rng.normal(0.0, 1.0, size=n_items) if b is None else np.asarray(b, float)
@@ -79,8 +78,9 @@ def simulate(n_items: int = 100, n_examinees: int | None = 50, model: str = "3pl
             c = (np.full(n_items, guessing) if guessing is not None else
                  rng.beta(5.0, 15.0, size=n_items) if model == "3pl" else np.zeros(n_items))
         c = np.asarray(c, float)
-        p = c[:, None] + (1 - c[:, None]) / (1 + np.exp(-a[:, None] * (theta[None, :] - b[:, None])))
-        values = (rng.uniform(size=p.shape) < p).astype(float)
+        item_params = kinds.ItemParams(a=a[:, None], b=b[:, None], c=c[:, None])
+        p = np.asarray(kinds.prob_correct(theta[None, :], item_params, pairwise=True))
+        values = kinds.simulate_responses(theta[None, :], item_params, rng, pairwise=True)
         truth.update({"a": a, "b": b, "c": c, "theta": theta, "p": p})
     if missing > 0:
         values[rng.uniform(size=values.shape) < missing] = np.nan
