@@ -25,12 +25,19 @@ DATA = Path(__file__).parent / "data"
 
 
 class CharLM:
-    """Every character is a token; log P(ch | prefix) = -(1 + (ord(ch) + len(prefix)) % 7) / 4."""
+    """Every character is a token. An induction rule: if the last k >= 3 characters occurred
+    before, the character that followed them then is predicted (log P = -0.05, others -3);
+    else log P(ch | prefix) = -(1 + (ord(ch) + len(prefix)) % 7) / 4."""
 
     name = "char-lm"
 
     @staticmethod
     def lp(prefix: str, ch: str) -> float:
+        for k in (6, 5, 4, 3):
+            if len(prefix) > k:
+                j = prefix.rfind(prefix[-k:], 0, len(prefix) - 1)
+                if j != -1:
+                    return -0.05 if prefix[j + k] == ch else -3.0
         return -(1 + (ord(ch) + len(prefix)) % 7) / 4
 
     def token_logprobs(self, text: str) -> list[tuple[str, int, float | None]]:
@@ -108,13 +115,15 @@ def test_server_refusing_lists_falls_back_to_one_request_per_candidate(quirk):
     ("generated-only", "zero tokens of the continuation"),
     ("null-logprobs", "log-probability None"),
     ("zeros", "same log-likelihood"),
+    ("shifted", "not aligned"),
     ("echo-500", "HTTP 500"),
 ])
 def test_unscorable_formats_are_refused(quirk, name, message):
     assert name in QUIRKS
     client = quirk(name)
-    with pytest.raises(ScoringError, match=message):
-        client.score(REQS)
+    if name != "shifted":  # shifted log-probs look like any others; only the start check can tell
+        with pytest.raises(ScoringError, match=message):
+            client.score(REQS)
     with pytest.raises(ScoringError, match="cannot do multiple-choice answering") as exc:
         client.check_scoring()
     assert "\n" not in str(exc.value)

@@ -25,8 +25,9 @@
   non-finite log-probability inside the continuation, ``logprobs.content`` whose tokens do
   not spell the prompt, and a batch in which every question's candidates got the same
   score. :meth:`OpenAICompatibleLLM.check_scoring` (run by ``take`` before the first
-  answer) scores two known questions so a server that cannot do multiple-choice answering
-  is reported within seconds.
+  answer) scores two known questions and an alignment probe (an exact copy must be far
+  likelier than its reverse; log-probs shifted by one token fail it), so a server that
+  cannot do multiple-choice answering is reported within seconds.
 * Timeouts, retries with exponential backoff (``backoff * 2**attempt`` seconds, capped)
   on connection errors, 408/409/429 and 5xx; the API key is read from the environment
   variable named by ``api_key_env`` and is never logged or put in an error message.
@@ -55,13 +56,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
-# Two questions any scoring server can be checked on (the answers are not required to be right).
+# What any scoring server is checked on: two questions (their answers are not required to
+# be right) and an alignment probe: an exact copy of a sequence must be far likelier than
+# its reverse (~19 nats for SmolLM2-135M and Gemma3-270M; with log-probs shifted by one
+# token, as llama-cpp-python 0.3.36 returns them for models without BOS, ~30 nats less likely).
 CHECK_REQUESTS = (
     ScoreRequest("Question: What is the capital of France?\nA. Paris\nB. Berlin\nC. Madrid\nD. Rome\nAnswer:",
                  (" Paris", " Berlin", " Madrid", " Rome")),
     ScoreRequest("Question: How many legs does a spider have?\nA. eight\nB. six\nC. four\nD. two\nAnswer:",
                  (" eight", " six", " four", " two")),
 )
+ALIGNMENT_REQUEST = ScoreRequest("Copy the sequence exactly.\nSequence: 4 9 1 7 3 8 2 6 5\nCopy:",
+                                 (" 4 9 1 7 3 8 2 6 5", " 5 6 2 8 3 7 1 9 4"))
+ALIGNMENT_MARGIN = 3.0  # nats the copy must beat the reverse by
 
 
 class HTTPBackendError(IrtexamError):
@@ -387,17 +394,25 @@ class OpenAICompatibleLLM:
         return result
 
     def check_scoring(self) -> list[list[ContinuationScore]]:
-        """Score :data:`CHECK_REQUESTS`; raise a one-line :class:`ScoringError` if the server cannot.
+        """Score :data:`ALIGNMENT_REQUEST` and :data:`CHECK_REQUESTS`; raise a one-line :class:`ScoringError` if the server cannot.
 
         Called by ``take`` before the first answer, so a server without prompt
         log-probabilities is reported within seconds instead of after scoring anything.
         """
         t0 = time.perf_counter()
-        try:
-            scores = self.score(list(CHECK_REQUESTS))
+        where = f"the server at {self.base_url} (model {self._model!r}) cannot do multiple-choice answering"
+        try:  # the alignment probe first: the slowest broken servers fail it within seconds
+            copy, reverse = self.score([ALIGNMENT_REQUEST])[0]
+            if copy.logprob - reverse.logprob >= ALIGNMENT_MARGIN:
+                scores = self.score(list(CHECK_REQUESTS))
         except IrtexamError as exc:
-            raise ScoringError(f"the server at {self.base_url} (model {self._model!r}) cannot do multiple-choice "
-                               f"answering: {exc}") from None
+            raise ScoringError(f"{where}: {exc}") from None
+        if copy.logprob - reverse.logprob < ALIGNMENT_MARGIN:
+            raise ScoringError(f"{where}: its echoed log-probabilities are not aligned with the prompt's tokens (an "
+                               f"exact copy of a sequence scored {copy.logprob:.1f} nats, its reverse "
+                               f"{reverse.logprob:.1f}); llama-cpp-python <= 0.3.36 shifts them by one token for "
+                               "models without a BOS token: serve the model with irtexam's patched launcher "
+                               "(irtexam.llm.server.LlamaCppServer(patched=True)) or vLLM")
         picks = [max(range(len(row)), key=lambda i: row[i].logprob) for row in scores]
         log.info("scoring check of %s passed in %.1fs (picks %s; batched candidates: %s)", self.base_url,
                  time.perf_counter() - t0, picks, self.batch_candidates)

@@ -36,6 +36,8 @@ QUIRKS = {
     "generated-only": "legacy format, but logprobs only for the generated token (offsets past the prompt)",
     "null-logprobs": "legacy format with every token_logprob null",
     "zeros": "legacy format with every token_logprob 0.0 (all candidates score the same)",
+    "shifted": "legacy format, token i valued by the logits after it, log P(next = t_i | t_<=i) (llama-cpp-python "
+               "0.3.36 for models without BOS)",
     "echo-500": "HTTP 500 on every echo request (vLLM in some versions, lm-eval #1411)",
     "no-list": "HTTP 500 on a list prompt (llama-cpp-python asserts a single prompt)",
 }
@@ -150,7 +152,12 @@ class _Handler(BaseHTTPRequestHandler):
                 scorer = getattr(llm, "token_logprobs", None)
                 if scorer is None:
                     raise _BadRequest("this backend cannot echo logprobs")
-                choice["logprobs"] = _format_logprobs(scorer(prompt), prompt, quirk)
+                toks = scorer(prompt)
+                if quirk == "shifted":
+                    ends = [o for _, o, _ in toks[1:]] + [len(prompt)]
+                    toks = [(t, o, None if i == 0 else scorer(prompt[:e] + prompt[o:e])[-1][2])
+                            for i, ((t, o, _), e) in enumerate(zip(toks, ends))]
+                choice["logprobs"] = _format_logprobs(toks, prompt, quirk)
                 # The echoed prompt is scored; generated tokens (if any) carry no logprobs here.
             generated = ""
             if max_tokens > 0:
@@ -236,6 +243,103 @@ def serve(llm: LLM, host: str = "127.0.0.1", port: int = 0, api_key: str | None 
 LLAMA_CPP_INSTALL = "scripts/setup_llama_server.sh"
 
 
+def echo_logprobs_fast(llm: Any, prompt: str, logprobs: int, model: str | None) -> dict[str, Any]:
+    """llama-cpp-python ``Llama`` completion of ``prompt`` with echo, ``logprobs`` and one greedy token.
+
+    Same response format as llama-cpp-python's own path (legacy ``text_offset`` /
+    ``token_logprobs`` / ``top_logprobs``, first entry null), with the generated token as
+    the last entry, as vLLM and OpenAI answer (the stock path leaves it out), and two
+    upstream defects of llama-cpp-python 0.3.36 mended:
+
+    * alignment: there, echoed token ``t_i`` gets ``log softmax(z_i)[t_i]`` (the logits
+      *after* ``t_i``) when the model adds no BOS token (SmolLM2, Qwen2.5); here it gets
+      ``log P(t_i | t_<i) = z_{i-1}[t_i] - logsumexp(z_{i-1})``;
+    * cost: there, every echoed token sorts the whole vocabulary in Python (about 0.15 s
+      a token for a 49k vocabulary); here the top-k come from ``numpy.argpartition`` and
+      the log-normalisers of a reused prefix are kept.
+
+    The longest prefix already evaluated is reused (the candidates of one question share it).
+    """
+    import numpy as np
+
+    bos = llm.token_bos()
+    head = [bos] if llm._model.add_bos_token() and bos != -1 else []
+    tokens = head + llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    if len(tokens) + 1 >= llm._n_ctx:
+        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm._n_ctx}")
+    prefix = min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), len(tokens) - 1)
+    llm.n_tokens = prefix
+    llm.eval(tokens[prefix:])
+    logits = llm.scores[: len(tokens), :]  # row i: the logits after token i (a view, float32)
+    # log-normalisers of the rows; those of the reused prefix are kept from the previous request
+    cached, cached_tokens = getattr(llm, "_irtexam_lse", None), getattr(llm, "_irtexam_lse_tokens", [])
+    keep = 0 if cached is None else min(prefix, llm.longest_token_prefix(cached_tokens, tokens))
+    rows = logits[keep:]
+    top = rows.max(axis=1, keepdims=True)
+    fresh = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True, dtype=np.float64)))[:, 0]
+    lse = np.concatenate([cached[:keep], fresh]) if keep else fresh
+    llm._irtexam_lse, llm._irtexam_lse_tokens = lse, tokens
+    next_id = int(np.argmax(logits[-1]))
+    all_tokens = tokens + [next_id]
+    # value of token i (i >= 1): row i - 1; the first entry is null (OpenAI's convention)
+    ids = np.asarray(all_tokens[1:])
+    picked = logits[np.arange(len(ids)), ids].astype(np.float64) - lse[: len(ids)]
+    values: list[float | None] = [None] + [float(v) for v in picked]
+    k = max(1, int(logprobs))
+    tops = (np.argmax(logits, axis=1)[:, None] if k == 1
+            else np.argpartition(-logits, min(k, logits.shape[1] - 1), axis=1)[:, :k])
+    start = len(head)
+    out_tokens = all_tokens[start:]
+    strs = [llm.detokenize([t], prev_tokens=out_tokens[:i]).decode("utf-8", errors="ignore")
+            for i, t in enumerate(out_tokens)]
+    offsets = [len(llm.detokenize(out_tokens[:i]).decode("utf-8", errors="ignore")) for i in range(len(out_tokens))]
+    top_logprobs: list[dict[str, float] | None] = []
+    for i in range(start, len(all_tokens)):
+        if i == start:
+            top_logprobs.append(None)
+            continue
+        row = {llm.detokenize([int(j)], prev_tokens=all_tokens[start:i]).decode("utf-8", errors="ignore"):
+               float(logits[i - 1, j] - lse[i - 1]) for j in tops[i - 1]}
+        row[strs[i - start]] = values[i]
+        top_logprobs.append(row)
+    token_logprobs = [None] + values[start + 1:]
+    return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
+            "model": model or str(llm.model_path),
+            "choices": [{"text": prompt + strs[-1], "index": 0, "finish_reason": "length",
+                         "logprobs": {"tokens": strs, "text_offset": offsets, "token_logprobs": token_logprobs,
+                                      "top_logprobs": top_logprobs}}],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1}}
+
+
+def patch_llama_cpp_echo() -> None:
+    """Route llama-cpp-python's echo + logprobs + ``max_tokens=1`` completions through
+    :func:`echo_logprobs_fast` (every other request is served unchanged)."""
+    from llama_cpp import Llama
+
+    original = Llama._create_completion
+    if getattr(original, "irtexam_patched", False):
+        return
+
+    def create(self: Any, *args: Any, **kw: Any) -> Any:
+        if (not args and kw.get("echo") and kw.get("logprobs") is not None and isinstance(kw.get("prompt"), str)
+                and kw.get("max_tokens") == 1 and not kw.get("stream") and kw.get("suffix") is None):
+            yield echo_logprobs_fast(self, kw["prompt"], kw["logprobs"], kw.get("model"))
+            return
+        yield from original(self, *args, **kw)
+
+    create.irtexam_patched = True  # type: ignore[attr-defined]
+    Llama._create_completion = create
+
+
+def run_llama_cpp_server(patched: bool = True) -> None:
+    """``python -m llama_cpp.server`` (arguments from ``sys.argv``), with :func:`patch_llama_cpp_echo` first."""
+    if patched:
+        patch_llama_cpp_echo()
+    from llama_cpp.server.__main__ import main as llama_main
+
+    llama_main()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago."""
     import socket
@@ -252,11 +356,16 @@ class LlamaCppServer:
     on (``logits_all``); the API key, if any, is passed through the environment, never
     the command line. :meth:`kill` and :meth:`start` (same port) simulate a crashed and
     restarted server. Needs ``llama-cpp-python[server]`` (``scripts/setup_llama_server.sh``).
+
+    ``patched=False`` runs the stock server, whose echoed log-probabilities are shifted by
+    one token for models without a BOS token (irtexam's scoring check refuses them);
+    ``patched=True`` mends that and its per-token vocabulary sort
+    (:func:`echo_logprobs_fast`), leaving every other request to the stock code.
     """
 
     def __init__(self, model_path: str | Path, *, alias: str = "served", host: str = "127.0.0.1",
                  port: int | None = None, api_key: str | None = None, n_threads: int = 1, n_ctx: int = 2048,
-                 python: str | None = None, log_path: str | Path | None = None) -> None:
+                 python: str | None = None, log_path: str | Path | None = None, patched: bool = False) -> None:
         import sys
 
         self.model_path, self.alias, self.host = Path(model_path), alias, host
@@ -264,6 +373,7 @@ class LlamaCppServer:
         self.api_key, self.n_threads, self.n_ctx = api_key, n_threads, n_ctx
         self.python = python or sys.executable
         self.log_path = Path(log_path) if log_path else None
+        self.patched = patched
         self.proc: Any = None
 
     @property
@@ -273,7 +383,9 @@ class LlamaCppServer:
 
     def command(self) -> list[str]:
         """The command line that starts the server."""
-        return [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
+        launch = (["-c", "from irtexam.llm.server import run_llama_cpp_server; run_llama_cpp_server()"]
+                  if self.patched else ["-m", "llama_cpp.server"])
+        return [self.python, *launch, "--model", str(self.model_path), "--model_alias", self.alias,
                 "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                 "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
                 "--logits_all", "true", "--verbose", "false"]
