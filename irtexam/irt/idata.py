@@ -56,20 +56,26 @@ def pointwise_loglik(result: "FitResult") -> np.ndarray | None:
     if result.samples is None:
         return None
     from . import kinds
-    from .result import ItemDraws, _column
 
     mask = result.design.mask
     n_draws = next(iter(result.samples.values())).shape[0]
     if n_draws * int(mask.sum()) > LOGLIK_VALUE_LIMIT:
         return None
-    names = ("a", "thresholds") if result.spec.kind == "grm" else ("a", "b", "c")
-    items = ItemDraws(result.spec.kind, {k: result.samples[k] for k in names})
+    graded = result.spec.kind == "grm"
     theta = result.samples["theta"]
     y = result.design.y
     out = np.empty((n_draws, int(mask.sum())), dtype=np.float32)
-    for s in range(n_draws):
-        cells = kinds.cell_loglik(y, theta[s][None, :], _column(items.subset_draw(s)), pairwise=True)
-        out[s] = np.asarray(cells)[mask]
+    step = max(1, int(2e7 // max(mask.size, 1)))
+    for start in range(0, n_draws, step):
+        sl = slice(start, min(start + step, n_draws))
+        a = result.samples["a"][sl][..., None]
+        if graded:
+            thresholds = result.samples["thresholds"][sl][:, :, None, :]
+            items = kinds.ItemParams(a=a, b=thresholds.mean(axis=-1), thresholds=thresholds)
+        else:
+            items = kinds.ItemParams(a=a, b=result.samples["b"][sl][..., None], c=result.samples["c"][sl][..., None])
+        cells = np.asarray(kinds.cell_loglik(y[None], theta[sl][:, None, :], items, pairwise=True))
+        out[sl] = cells[:, mask]
     chains = max(result.chains, 1)
     return out.reshape((chains, -1, out.shape[-1]))
 
@@ -116,6 +122,64 @@ def to_inference_data(result: "FitResult") -> Any:
                          attrs={"model": result.spec.kind, "method": result.method,
                                 "facets": ",".join(result.spec.facets), "seed": result.seed})
     return idata
+
+
+def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.ndarray]],
+                 coords: dict[str, Any], attrs: dict[str, Any]) -> None:
+    """One InferenceData group as a netCDF group: dimension coordinates, then the variables."""
+    import h5py
+
+    group = file.create_group(name)
+    used = {dim for dims, _ in variables.values() for dim in dims}
+    sizes = {}
+    for dims, values in variables.values():
+        sizes.update(dict(zip(dims, np.shape(values))))
+    group.dimensions = {dim: sizes[dim] for dim in sorted(used)}
+    for dim in sorted(used):
+        values = coords.get(dim, np.arange(sizes[dim]))
+        values = np.asarray(values)
+        if values.dtype.kind in "OUS":
+            variable = group.create_variable(dim, (dim,), dtype=h5py.string_dtype())
+            variable[:] = values.astype(object)
+        else:
+            group.create_variable(dim, (dim,), data=values)
+    for var_name, (dims, values) in variables.items():
+        group.create_variable(var_name, tuple(dims), data=np.asarray(values))
+    for key, value in attrs.items():
+        group.attrs[key] = value
+
+
+def write_netcdf(result: "FitResult", path: str | Path) -> None:
+    """Write the fit's InferenceData to netCDF without importing arviz (h5netcdf directly).
+
+    The groups and names are arviz's (posterior, log_likelihood, sample_stats,
+    observed_data, each with chain/draw and labelled dims), so ``arviz.from_netcdf``
+    reads the file back as InferenceData; importing arviz costs seconds a CLI fit
+    should not pay.
+    """
+    import h5netcdf
+
+    dims, coords = _dims(result)
+    coords = {**coords, "chain": np.arange(max(result.chains, 1))}
+    posterior = _posterior_arrays(result)
+    chain_draw = ["chain", "draw"]
+    attrs = {"inference_library": "irtexam", "model": result.spec.kind, "method": result.method,
+             "facets": ",".join(result.spec.facets), "seed": int(result.seed)}
+    with h5netcdf.File(str(path), "w") as file:
+        _write_group(file, "posterior", {k: (chain_draw + dims.get(k, [f"{k}_dim_{i}" for i in range(v.ndim - 2)]),
+                                             v.astype(np.float32)) for k, v in posterior.items()}, coords, attrs)
+        loglik = pointwise_loglik(result)
+        if loglik is not None:
+            rows, cols = np.nonzero(result.design.mask)
+            cells = np.array([f"{result.design.items[i]}|{result.design.examinees[m]}" for i, m in zip(rows, cols)])
+            _write_group(file, "log_likelihood", {"y": (chain_draw + ["cell"], loglik)}, {**coords, "cell": cells},
+                         attrs)
+        if result.sample_stats:
+            chains = max(result.chains, 1)
+            _write_group(file, "sample_stats", {k: (chain_draw, np.asarray(v).reshape((chains, -1)))
+                                                for k, v in result.sample_stats.items()}, coords, attrs)
+        observed = np.where(result.design.mask, result.design.y, np.nan)
+        _write_group(file, "observed_data", {"response": (["item", "examinee"], observed)}, coords, attrs)
 
 
 def save_netcdf(idata: Any, path: str | Path) -> None:

@@ -57,8 +57,8 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
     if result.sample_stats:
         np.savez(directory / "sample_stats.npz", **result.sample_stats)
     if netcdf:
-        from .idata import save_netcdf
-        save_netcdf(result.idata, directory / "fit.nc")
+        from .idata import write_netcdf
+        write_netcdf(result, directory / "fit.nc")
     arrays = {f"param__{k}": np.asarray(v) for k, v in result.params.items()}
     if result.laplace is not None:
         cov = result.laplace
