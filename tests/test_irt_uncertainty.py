@@ -268,3 +268,22 @@ def test_interval_coverage_small_simulation(tmp_path):
     means = frame[list(coverage.QUANTITIES)].mean()
     assert (means > 0.78).all() and (means < 0.98).all(), means
     assert abs(frame["ppc mean ratio"].mean() - 1.0) < 0.01
+
+
+@pytest.mark.parametrize("model,guessing", [("1pl", None), ("2pl", None), ("3pl", None), ("3pl", 0.25), ("grm", None)])
+def test_fast_likelihoods_equal_the_one_definition(model, guessing):
+    """The fused binary likelihood (fit), the per-cell model likelihood and the fit statistics
+    all equal the sum of kinds.cell_loglik over observed cells."""
+    rm, _ = irtexam.simulate(25, 30, model=model, seed=8, missing=0.1)
+    result = quiet_fit(rm, model=model, guessing=guessing, se=False)
+    spec, design = result.spec, result.design
+    params = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in result.params.items()}
+    theta = np.asarray(mdl.examinee_theta(result.params, spec, design))
+    items = result.item_params()
+    column = kinds.ItemParams(*(None if v is None else (np.asarray(v)[:, None] if name != "thresholds"
+                                                       else np.asarray(v)[:, None, :])
+                                for name, v in zip(items._fields, items)))
+    reference = np.where(design.mask, kinds.cell_loglik(design.y, theta[None, :], column), 0.0).sum()
+    fused = float(mdl.log_likelihood(params, spec, design, jnp.asarray(design.y), jnp.asarray(design.mask)))
+    assert fused == pytest.approx(reference, rel=1e-4)
+    assert result.fit_stats["loglik"] == pytest.approx(reference, rel=1e-4)

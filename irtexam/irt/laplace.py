@@ -36,9 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import kinds
 from . import likelihood as lk
 from .alternating import binary_item_information
 from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds, item_prior_terms
+from .model import item_params as mdl_item_params
 
 ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 
@@ -141,12 +143,8 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
         return probs
 
     def probs(u: jax.Array, eta: jax.Array) -> jax.Array:
-        item = unpack(u)
-        a = jnp.exp(item["a"]) if "a" in item else 1.0
-        c = jax.nn.sigmoid(item["c"]) if "c" in item else spec.fixed_c
-        p = lk.prob_correct(eta, a, -item["d"] / a, c)
-        p = jnp.clip(p, 1e-7, 1 - 1e-7)
-        return jnp.stack([1.0 - p, p])
+        item = mdl_item_params({k: v[None] for k, v in unpack(u).items()}, spec)
+        return jnp.clip(kinds.category_probs(eta[None], item, pairwise=True)[0], 1e-7, 1 - 1e-7)
     return probs
 
 

@@ -56,9 +56,9 @@ def bernoulli_mean_loglik(y: np.ndarray, mask: np.ndarray, p: np.ndarray | float
 def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: jax.Array, a: jax.Array,
                       d: jax.Array, c: jax.Array, baseline: jax.Array) -> dict[str, jax.Array]:
     """One pass over a binary matrix: log-likelihood and squared-error sums per item, train and test."""
-    p = jnp.clip(c[:, None] + (1.0 - c[:, None]) * jax.nn.sigmoid(a[:, None] * theta[None, :] + d[:, None]),
-                 1e-30, 1.0 - 1e-7)
-    ll = jnp.where(y > 0.5, jnp.log(p), jnp.log1p(-p))
+    items = kinds.ItemParams(a=a[:, None], b=(-d / a)[:, None], c=c[:, None])
+    p = kinds.prob_correct(theta[None, :], items, pairwise=True)
+    ll = kinds.cell_loglik(y, theta[None, :], items)
     model_sq = (y - p) ** 2
     base_sq = (y - baseline) ** 2
     return {"ll_train": jnp.where(train, ll, 0.0).sum(), "ll_test": jnp.where(test, ll, 0.0).sum(),
