@@ -23,6 +23,8 @@ _LAZY = {
     "item_information": ("irtexam.analysis.information", "item_information"),
     "exam_information": ("irtexam.analysis.information", "exam_information"),
     "prune": ("irtexam.analysis.pruning", "prune"),
+    "adapt": ("irtexam.bank.adapt", "adapt"),
+    "link": ("irtexam.bank.link", "link"),
     "ExamItem": ("irtexam.exam.schema", "ExamItem"),
     "read_exam": ("irtexam.exam.schema", "read_exam"),
     "write_exam": ("irtexam.exam.schema", "write_exam"),

@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "simulate",
     "info",
     "prune",
+    "adapt",
+    "link",
     "report",
     "grade",
 )

@@ -1,0 +1,506 @@
+"""Linking exam versions: put a new calibration on an old one's ability scale.
+
+Two fits of IRT models identify their ability scales separately (each standardises
+its own examinees). Items common to both (anchors, matched by item id) determine the
+linear map
+
+    theta_old = A theta_new + B,   so   a_old = a_new / A,   b_old = A b_new + B,   c_old = c_new.
+
+Separate calibration + transformation (anchors j = 1..J, new parameters transformed by (A, B)):
+
+* mean-mean:    A = mean(a_new) / mean(a_old),  B = mean(b_old) - A mean(b_new);
+* mean-sigma:   A = sd(b_old) / sd(b_new),       B = mean(b_old) - A mean(b_new);
+* Haebara:      (A, B) = argmin sum_q w_q sum_j [P_j(x_q; old) - P_j(x_q; new -> A, B)]^2;
+* Stocking-Lord:(A, B) = argmin sum_q w_q [sum_j P_j(x_q; old) - sum_j P_j(x_q; new -> A, B)]^2,
+
+with x_q a grid on the old scale and w_q its N(0, 1) weights. 90% intervals: the link
+is recomputed on S joint pairs of (old, new) posterior draws of the anchors, each with
+a bootstrap resample of the anchor set (uncertainty of the estimates and of the anchor
+choice), and the 5% / 95% quantiles are reported.
+
+Fixed-anchor calibration (``fixed``): the new responses are refitted by marginal maximum
+a posteriori EM with the anchors held at their old values, the new items' parameters
+free (same priors as :func:`irtexam.fit`) and the new group's ability distribution
+N(mu, sigma^2) free on the old scale; the implied map is A = sigma, B = mu (the new fit
+standardises its own group). Intervals: the EM is repeated with the anchors at old
+posterior draws, plus the sampling error of (mu, sigma).
+
+Concurrent calibration (``concurrent``): one fit of both response matrices (examinees
+kept apart as ``old:``/``new:``); the old group's abilities map the joint scale onto the
+old one (theta_old = A1 theta_joint + B1 by their mean and sd), the new group's map the
+new scale onto the joint one (A2, B2); A = A1 A2, B = A1 B2 + B1, with intervals from the
+joint fit's ability draws.
+
+Drift: each anchor's new parameters on the old scale against its old ones,
+z_b = (A b_new + B - b_old) / sqrt((A sd_b_new)^2 + sd_b_old^2) and
+z_a = (log(a_new / A) - log a_old) / sqrt((sd_a_new / a_new)^2 + (sd_a_old / a_old)^2);
+the drift statistic is z_a^2 + z_b^2, flagged above the 99% quantile of chi^2(2) (9.21).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from ..errors import IrtexamError
+from ..irt import kinds
+
+METHODS = ("mean-mean", "mean-sigma", "haebara", "stocking-lord", "fixed", "concurrent")
+SEPARATE = ("mean-mean", "mean-sigma", "haebara", "stocking-lord")
+DRIFT_CRITICAL = float(stats.chi2.ppf(0.99, 2))
+LOW_Q, HIGH_Q = 0.05, 0.95
+_GRID = np.linspace(-4.0, 4.0, 41)
+_WEIGHTS = stats.norm.pdf(_GRID) / stats.norm.pdf(_GRID).sum()
+
+
+# ----------------------------------------------------------------------------- separate calibration
+def transform_items(items: kinds.ItemParams, A: float, B: float) -> kinds.ItemParams:
+    """New-scale item parameters on the old scale: a / A, A b + B, c unchanged."""
+    return kinds.ItemParams(a=np.asarray(items.a) / A, b=A * np.asarray(items.b) + B, c=items.c)
+
+
+def _moments(new: kinds.ItemParams, old: kinds.ItemParams, method: str) -> tuple[float, float]:
+    b_new, b_old = np.asarray(new.b), np.asarray(old.b)
+    if method == "mean-mean":
+        A = float(np.mean(new.a) / np.mean(old.a))
+    else:
+        A = float(np.std(b_old) / max(np.std(b_new), 1e-12))
+    return A, float(np.mean(b_old) - A * np.mean(b_new))
+
+
+def _characteristic(new: kinds.ItemParams, old: kinds.ItemParams, method: str, start: tuple[float, float]
+                    ) -> tuple[float, float]:
+    p_old = np.asarray(kinds.prob_correct(_GRID, old))                         # (Q, J)
+
+    def loss(x: np.ndarray) -> float:
+        A, B = np.exp(x[0]), x[1]
+        p_new = np.asarray(kinds.prob_correct(_GRID, transform_items(new, A, B)))
+        if method == "haebara":
+            return float(_WEIGHTS @ ((p_old - p_new) ** 2).sum(axis=1))
+        return float(_WEIGHTS @ (p_old.sum(axis=1) - p_new.sum(axis=1)) ** 2)
+
+    x0 = np.array([np.log(max(start[0], 0.05)), start[1]])
+    res = optimize.minimize(loss, x0, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-10, "maxiter": 800})
+    return float(np.exp(res.x[0])), float(res.x[1])
+
+
+def linking_constants(new: kinds.ItemParams, old: kinds.ItemParams, method: str) -> tuple[float, float]:
+    """(A, B) of one separate-calibration method from the anchors' new and old parameters (module doc)."""
+    if method in ("mean-mean", "mean-sigma"):
+        return _moments(new, old, method)
+    start = _moments(new, old, "mean-sigma")
+    if not (np.isfinite(start[0]) and start[0] > 0):
+        start = (1.0, 0.0)
+    return _characteristic(new, old, method, start)
+
+
+def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kinds.ItemParams] | None:
+    if fit.samples is None:
+        return None
+    d = fit.item_draws(n, seed)
+    return [kinds.ItemParams(*(np.asarray(v)[positions] for v in d.subset_draw(s)[:3])) for s in range(d.n)]
+
+
+def _sub(items: kinds.ItemParams, index: np.ndarray) -> kinds.ItemParams:
+    return kinds.ItemParams(*(None if v is None else np.asarray(v)[index] for v in items[:3]))
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass
+class LinkResult:
+    """A link: ``transform`` (A, B, intervals, method, anchors), ``items`` (NEWFIT's items on OLDFIT's
+    scale, items.csv columns) and ``drift`` (one row per anchor)."""
+
+    transform: dict[str, Any]
+    items: pd.DataFrame
+    drift: pd.DataFrame
+
+    def save(self, directory: str | Path) -> dict[str, str]:
+        """Write transform.json, items.csv and drift.csv into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "transform.json").write_text(json.dumps(self.transform, indent=2))
+        self.items.to_csv(out / "items.csv")
+        self.drift.to_csv(out / "drift.csv", index=False)
+        return {k: str(out / f) for k, f in (("transform", "transform.json"), ("items", "items.csv"),
+                                             ("drift", "drift.csv"))}
+
+    def theta(self, theta_new: Any) -> np.ndarray:
+        """Abilities on the new scale mapped to the old one: A theta + B."""
+        return self.transform["A"] * np.asarray(theta_new, float) + self.transform["B"]
+
+
+def transformed_table(items: pd.DataFrame, A: float, B: float) -> pd.DataFrame:
+    """An items.csv table mapped to the old scale: a columns / A; b (and b_k) columns A x + B; c and sds kept
+    consistent (a_sd / A, b_sd * A)."""
+    out = items.copy()
+    for col in out.columns:
+        base = col[:-3] if col.endswith("_sd") else col.rsplit("_", 1)[0] if col.endswith(("_low", "_high")) else col
+        if base == "a":
+            out[col] = items[col] / A
+        elif base == "b" or (base.startswith("b_") and base[2:].isdigit()):
+            out[col] = items[col] * A if col.endswith("_sd") else A * items[col] + B
+    return out
+
+
+def drift_table(new_table: pd.DataFrame, old_table: pd.DataFrame, anchors: Sequence[str], A: float, B: float
+                ) -> pd.DataFrame:
+    """Anchor drift (module doc): old and new-on-old-scale a, b, z_a, z_b, statistic, flag."""
+    new_t = new_table.loc[list(anchors)]
+    old_t = old_table.loc[list(anchors)]
+    a_new, b_new = new_t["a"].to_numpy(float) / A, A * new_t["b"].to_numpy(float) + B
+    a_old, b_old = old_t["a"].to_numpy(float), old_t["b"].to_numpy(float)
+
+    def sd(table: pd.DataFrame, col: str) -> np.ndarray:
+        return table[col].to_numpy(float) if col in table else np.zeros(len(table))
+
+    sd_b = np.sqrt((A * sd(new_t, "b_sd")) ** 2 + sd(old_t, "b_sd") ** 2)
+    sd_la = np.sqrt((sd(new_t, "a_sd") / new_t["a"].to_numpy(float)) ** 2 + (sd(old_t, "a_sd") / a_old) ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z_b = np.where(sd_b > 0, (b_new - b_old) / sd_b, 0.0)
+        z_a = np.where(sd_la > 1e-9, (np.log(a_new) - np.log(a_old)) / sd_la, 0.0)
+    statistic = z_a ** 2 + z_b ** 2
+    frame = pd.DataFrame({"item": list(anchors), "a_old": a_old, "a_new": a_new, "b_old": b_old, "b_new": b_new})
+    if "c" in new_t and "c" in old_t:
+        frame["c_old"], frame["c_new"] = old_t["c"].to_numpy(float), new_t["c"].to_numpy(float)
+    frame["z_a"], frame["z_b"], frame["drift"] = z_a, z_b, statistic
+    frame["flag"] = statistic > DRIFT_CRITICAL
+    return frame
+
+
+# ----------------------------------------------------------------------------- inputs
+def _load(fit: Any, role: str) -> Any:
+    if isinstance(fit, (str, Path)):
+        from .adapt import load_fit_checked
+
+        return load_fit_checked(fit)
+    return fit
+
+
+def _name(fit: Any, given: Any, role: str) -> str:
+    return str(given) if isinstance(given, (str, Path)) else role
+
+
+def common_items(new: Any, old: Any, anchors: Sequence[str] | None, new_name: str, old_name: str) -> list[str]:
+    """Anchor ids: ``anchors`` (checked) or every item id in both fits; >= 2 needed."""
+    old_ids = set(map(str, old.items.index))
+    new_ids = [str(i) for i in new.items.index]
+    common = [i for i in new_ids if i in old_ids]
+    if anchors is not None:
+        missing = [a for a in anchors if a not in common]
+        if missing:
+            raise IrtexamError(f"anchor item(s) {missing[:3]} are not in both {new_name}/items.csv and "
+                               f"{old_name}/items.csv; pass ids present in both")
+        common = [i for i in new_ids if i in set(anchors)]
+    if len(common) < 2:
+        raise IrtexamError(f"{new_name}/items.csv and {old_name}/items.csv share {len(common)} item id(s); linking "
+                           f"needs at least 2 common (anchor) items: give the new exam version some of the old "
+                           f"items with their old ids")
+    return common
+
+
+# ----------------------------------------------------------------------------- the methods
+def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: int = 200, seed: int = 0
+                  ) -> dict[str, Any]:
+    """A, B and 90% intervals (draws x anchor bootstrap) of a separate-calibration method."""
+    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
+    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
+    p_new = _sub(kinds.from_table(new.items), new_pos)
+    p_old = _sub(kinds.from_table(old.items), old_pos)
+    A, B = linking_constants(p_new, p_old, method)
+    d_new, d_old = _draw_params(new, new_pos, n_draws, seed), _draw_params(old, old_pos, n_draws, seed + 1)
+    rng = np.random.default_rng(seed)
+    reps = []
+    n = min(len(d_new), len(d_old)) if d_new and d_old else n_draws
+    for s in range(n):
+        idx = rng.integers(0, len(anchors), len(anchors))
+        if len(np.unique(idx)) < 2:
+            continue
+        pn = d_new[s] if d_new else p_new
+        po = d_old[s] if d_old else p_old
+        reps.append(linking_constants(_sub(pn, idx), _sub(po, idx), method))
+    reps_arr = np.array(reps)
+    return {"A": A, "B": B, **_interval(reps_arr)}
+
+
+def _interval(reps: np.ndarray) -> dict[str, float]:
+    if reps.size == 0:
+        return {"A_low": float("nan"), "A_high": float("nan"), "B_low": float("nan"), "B_high": float("nan"),
+                "A_sd": float("nan"), "B_sd": float("nan")}
+    lo, hi = np.quantile(reps, [LOW_Q, HIGH_Q], axis=0)
+    sd = reps.std(axis=0, ddof=1)
+    return {"A_low": float(lo[0]), "A_high": float(hi[0]), "B_low": float(lo[1]), "B_high": float(hi[1]),
+            "A_sd": float(sd[0]), "B_sd": float(sd[1])}
+
+
+_OBJECTIVES: dict = {}
+
+
+def _float64(objective: Any, r: np.ndarray, n: np.ndarray) -> Any:
+    """scipy callback: the jitted objective evaluated in float64 (float32 stalls L-BFGS on large sums)."""
+    import jax
+    import jax.numpy as jnp
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        with jax.enable_x64(True):
+            value, grad = objective(jnp.asarray(x, dtype=jnp.float64), jnp.asarray(r, dtype=jnp.float64),
+                                    jnp.asarray(n, dtype=jnp.float64))
+            return float(value), np.asarray(grad, dtype=np.float64)
+    return fun
+
+
+def _m_step_objective(spec: Any, keys: tuple[str, ...], n_free: int, n_grid: int) -> Any:
+    """Jitted value-and-gradient of minus the expected complete-data log posterior of the free items (cached)."""
+    key = (spec, keys, n_free, n_grid)
+    if key not in _OBJECTIVES:
+        import jax
+        import jax.numpy as jnp
+
+        from ..irt import model as mdl
+
+        grid = jnp.linspace(-6.0, 6.0, n_grid)
+
+        def f(x: Any, r: Any, n: Any) -> Any:
+            u = {k: x[i * n_free:(i + 1) * n_free] for i, k in enumerate(keys)}
+            items = mdl.item_params(u, spec, n_free)
+            p = jnp.clip(kinds.prob_correct(grid, items), 1e-9, 1 - 1e-9).T              # (I_free, Q)
+            ll = (r * jnp.log(p) + (n - r) * jnp.log1p(-p)).sum()
+            return -(ll + mdl.item_log_prior(u, spec).sum())
+
+        _OBJECTIVES[key] = jax.jit(jax.value_and_grad(f))
+    return _OBJECTIVES[key]
+
+
+def fixed_anchor_em(responses: Any, spec: Any, fixed: kinds.ItemParams, fixed_rows: np.ndarray,
+                    init: kinds.ItemParams | None = None, max_iter: int = 300, tol: float = 1e-5,
+                    mu_sigma: tuple[float, float] = (0.0, 1.0), free_scale: bool = True) -> dict[str, Any]:
+    """Marginal MAP by EM with the items at ``fixed_rows`` held at ``fixed`` (old scale).
+
+    E-step: posterior of each examinee's ability on a quadrature grid under N(mu, sigma^2);
+    M-step: the free items' unconstrained parameters maximise the expected complete-data log
+    likelihood plus the fit's item priors (:func:`irtexam.irt.model.item_log_prior`), and
+    mu, sigma are the mean and sd of the posterior abilities (``free_scale=False`` keeps them at
+    ``mu_sigma``: with no fixed items this is plain marginal MAP calibration on the N(0, 1) scale).
+    Returns items, mu, sigma, iterations.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from ..irt import model as mdl
+
+    values = np.asarray(responses.values, float)
+    mask = ~np.isnan(values)
+    y = np.where(mask, values, 0.0)
+    n_items = values.shape[0]
+    free_rows = np.setdiff1d(np.arange(n_items), fixed_rows)
+    grid = np.linspace(-6.0, 6.0, 81)
+    start = init if init is not None else kinds.ItemParams(np.ones(n_items), np.zeros(n_items),
+                                                           np.full(n_items, spec.fixed_c if not spec.free_guessing
+                                                                   else 1.0 / spec.n_choices))
+    a = np.array(start.a, float)
+    b = np.array(start.b, float)
+    c = np.array(start.c if start.c is not None else np.zeros(n_items), float)
+    if len(fixed_rows):
+        a[fixed_rows], b[fixed_rows] = fixed.a, fixed.b
+        c[fixed_rows] = fixed.c if fixed.c is not None else 0.0
+    mu, sigma = mu_sigma
+
+    def unconstrained(rows: np.ndarray) -> dict[str, np.ndarray]:
+        u = {"d": -a[rows] * b[rows]}
+        if spec.has_discrimination:
+            u["a"] = np.log(a[rows])
+        if spec.free_guessing:
+            cc = np.clip(c[rows], 1e-4, 1 - 1e-4)
+            u["c"] = np.log(cc) - np.log1p(-cc)
+        return u
+
+    x0 = unconstrained(free_rows)
+    keys = sorted(x0)
+    sizes = [len(free_rows)] * len(keys)
+
+    def unpack(flat: jax.Array) -> dict[str, jax.Array]:
+        return {k: flat[i * sizes[0]:(i + 1) * sizes[0]] for i, k in enumerate(keys)}
+
+    objective = _m_step_objective(spec, tuple(keys), len(free_rows), grid.size)
+
+    flat = np.concatenate([x0[k] for k in keys])
+    iterations = 0
+    for iterations in range(1, max_iter + 1):
+        p = np.clip(np.asarray(kinds.prob_correct(grid, kinds.ItemParams(a, b, c))), 1e-9, 1 - 1e-9)  # (Q, I)
+        loglik = (y * mask).T @ np.log(p).T + ((1 - y) * mask).T @ np.log1p(-p).T                     # (E, Q)
+        logpost = loglik - 0.5 * ((grid - mu) / sigma) ** 2
+        post = np.exp(logpost - logpost.max(axis=1, keepdims=True))
+        post /= post.sum(axis=1, keepdims=True)
+        mean = post @ grid
+        new_mu = float(mean.mean())
+        new_sigma = float(np.sqrt((post @ grid ** 2 - mean ** 2).mean() + ((mean - new_mu) ** 2).mean()))
+        r = (y * mask)[free_rows] @ post                                                             # (I_free, Q)
+        n = mask[free_rows].astype(float) @ post
+        res = optimize.minimize(_float64(objective, r, n), flat, jac=True, method="L-BFGS-B",
+                                options={"maxiter": 50, "ftol": 1e-12, "gtol": 1e-6})
+        if not free_scale:
+            new_mu, new_sigma = mu, sigma
+        change = max(float(np.abs(res.x - flat).max()), abs(new_mu - mu), abs(new_sigma - sigma))
+        flat, mu, sigma = res.x, new_mu, new_sigma
+        items = mdl.item_params({k: np.asarray(v) for k, v in unpack(jnp.asarray(flat)).items()}, spec,
+                                len(free_rows))
+        a[free_rows], b[free_rows] = np.asarray(items.a), np.asarray(items.b)
+        c[free_rows] = np.asarray(items.c)
+        if change < tol:
+            break
+    return {"items": kinds.ItemParams(a, b, c), "mu": mu, "sigma": sigma, "iterations": iterations,
+            "n_examinees": int(values.shape[1])}
+
+
+def implied_link(new_items: kinds.ItemParams, linked_items: kinds.ItemParams) -> tuple[float, float]:
+    """(A, B) implied by a calibration on the old scale: Stocking-Lord of NEWFIT's own estimates of the same
+    items onto them (both fitted to the same responses, so only the scale differs)."""
+    return linking_constants(new_items, linked_items, "stocking-lord")
+
+
+def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed: int) -> np.ndarray:
+    """sd of Stocking-Lord (A, B) over NEWFIT's anchor draws with the old anchors at their point values."""
+    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
+    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
+    p_old = _sub(kinds.from_table(old.items), old_pos)
+    draws = _draw_params(new, new_pos, n_draws, seed) or []
+    reps = np.array([linking_constants(d, p_old, "stocking-lord") for d in draws])
+    return reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
+
+
+def _normal_interval(A: float, B: float, sd: np.ndarray) -> dict[str, float]:
+    z = float(stats.norm.ppf(HIGH_Q))
+    return {"A_low": A - z * sd[0], "A_high": A + z * sd[0], "B_low": B - z * sd[1], "B_high": B + z * sd[1],
+            "A_sd": float(sd[0]), "B_sd": float(sd[1])}
+
+
+def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: int = 0) -> tuple[dict, pd.DataFrame]:
+    """Fixed-anchor calibration (module doc): transform dict and NEWFIT's items on the old scale.
+
+    The implied (A, B) is :func:`implied_link` of NEWFIT's items onto the fixed-anchor estimates;
+    its sd combines the spread over old anchor draws (EM rerun, warm) and over new anchor draws.
+    """
+    new_ids = list(map(str, new.items.index))
+    old_ids = list(map(str, old.items.index))
+    rows = np.array([new_ids.index(x) for x in anchors])
+    old_pos = np.array([old_ids.index(x) for x in anchors])
+    rm = new.responses.subset(items=new_ids)
+    old_point = _sub(kinds.from_table(old.items), old_pos)
+    own = kinds.from_table(new.items)
+    main = fixed_anchor_em(rm, new.spec, old_point, rows, init=own)
+    A, B = implied_link(own, main["items"])
+    reps = []
+    for d in _draw_params(old, old_pos, n_draws, seed) or []:
+        rep = fixed_anchor_em(rm, new.spec, d, rows, init=main["items"], mu_sigma=(main["mu"], main["sigma"]),
+                              max_iter=40, tol=1e-3)
+        reps.append(implied_link(own, rep["items"]))
+    spread_old = np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
+    sd = np.sqrt(spread_old ** 2 + _new_side_spread(new, old, anchors, 4 * n_draws, seed) ** 2)
+    transform = {"A": A, "B": B, **_normal_interval(A, B, sd), "em_iterations": main["iterations"],
+                 "mu": main["mu"], "sigma": main["sigma"], "anchor_draws": len(reps)}
+    # table: sds and intervals of the new fit mapped by (A, B), estimates replaced by the EM's; anchors: old rows
+    table = transformed_table(new.items, A, B)
+    est = main["items"]
+    for name, values in (("a", est.a), ("b", est.b), ("c", est.c)):
+        if name in table:
+            shift = np.asarray(values) - table[name].to_numpy(float)
+            table[name] = values
+            for suffix in ("_low", "_high"):
+                if name + suffix in table:
+                    table[name + suffix] = table[name + suffix] + shift
+    old_rows = old.items.loc[anchors]
+    for col in table.columns:
+        if col in old_rows:
+            table.loc[anchors, col] = old_rows[col].to_numpy()
+    return transform, table
+
+
+def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, seed: int = 0
+                    ) -> tuple[dict, pd.DataFrame]:
+    """Concurrent calibration of both response matrices (module doc): transform dict and items table.
+
+    The joint scale is mapped to OLDFIT's by :func:`implied_link` of the joint old-form items onto
+    OLDFIT's (A1, B1); (A, B) is :func:`implied_link` of NEWFIT's items onto the joint new-form items
+    mapped by (A1, B1). Intervals: the same over the joint fit's item draws.
+    """
+    import irtexam
+    from ..responses import ResponseMatrix
+
+    def long(fit: Any, prefix: str) -> pd.DataFrame:
+        frame = fit.responses.to_long(include_missing=False)
+        frame["examinee"] = prefix + frame["examinee"].astype(str)
+        return frame[["item", "examinee", "response"]]
+
+    joint_rm = ResponseMatrix.from_long(pd.concat([long(old, "old:"), long(new, "new:")], ignore_index=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        joint = irtexam.fit(joint_rm, model=old.spec.kind, guessing=old.spec.guessing, seed=seed,
+                            draws=max(n_draws, 20))
+    ids = list(map(str, joint.items.index))
+    old_pos = np.array([ids.index(i) for i in map(str, old.items.index)])
+    new_pos = np.array([ids.index(i) for i in map(str, new.items.index)])
+    own_old, own_new = kinds.from_table(old.items), kinds.from_table(new.items)
+
+    def constants(items: kinds.ItemParams) -> tuple[float, float, float, float]:
+        A1, B1 = implied_link(_sub(items, old_pos), own_old)
+        A, B = implied_link(own_new, transform_items(_sub(items, new_pos), A1, B1))
+        return A, B, A1, B1
+
+    A, B, A1, B1 = constants(kinds.from_table(joint.items))
+    draws = _draw_params(joint, np.arange(len(ids)), n_draws, seed) or []
+    reps = np.array([constants(d)[:2] for d in draws])
+    transform = {"A": A, "B": B, **_interval(reps), "joint_items": joint.design.n_items,
+                 "joint_examinees": joint.design.n_examinees, "joint_to_old_A": A1, "joint_to_old_B": B1}
+    table = transformed_table(joint.items.loc[list(map(str, new.items.index))], A1, B1)
+    return transform, table
+
+
+# ----------------------------------------------------------------------------- entry point
+def link(new: Any, old: Any, method: str = "stocking-lord", *, anchors: Sequence[str] | None = None,
+         draws: int = 200, seed: int = 0, drop_drift: bool = False, out: str | Path | None = None) -> LinkResult:
+    """Put NEWFIT on OLDFIT's scale (FitResults or fit folders); see the module doc for every method.
+
+    Returns a :class:`LinkResult`; ``out`` also writes transform.json, items.csv and drift.csv.
+    ``drop_drift``: relink without the anchors flagged as drifting (separate methods and fixed).
+    """
+    if method not in METHODS:
+        raise IrtexamError(f"unknown linking method '{method}'; choose one of {', '.join(METHODS)}")
+    new_name, old_name = _name(new, new, "NEWFIT"), _name(old, old, "OLDFIT")
+    new_fit, old_fit = _load(new, "new"), _load(old, "old")
+    for fit, name in ((new_fit, new_name), (old_fit, old_name)):
+        if fit.model == "grm":
+            raise IrtexamError(f"{name}: linking supports binary items (1PL/2PL/3PL); this fit is graded")
+    common = common_items(new_fit, old_fit, anchors, new_name, old_name)
+
+    def run(anchor_set: list[str]) -> tuple[dict, pd.DataFrame]:
+        if method in SEPARATE:
+            tr = separate_link(new_fit, old_fit, anchor_set, method, n_draws=draws, seed=seed)
+            return tr, transformed_table(new_fit.items, tr["A"], tr["B"])
+        if method == "fixed":
+            return fixed_link(new_fit, old_fit, anchor_set, n_draws=10, seed=seed)
+        return concurrent_link(new_fit, old_fit, anchor_set, n_draws=min(draws, 50), seed=seed)
+
+    transform, table = run(common)
+    drift = drift_table(new_fit.items, old_fit.items, common, transform["A"], transform["B"])
+    dropped: list[str] = []
+    if drop_drift and method != "concurrent" and drift["flag"].any():
+        kept = [i for i, f in zip(drift["item"], drift["flag"]) if not f]
+        if len(kept) >= 2:
+            dropped = [i for i in common if i not in kept]
+            transform, table = run(kept)
+    transform.update(method=method, n_anchors=len(common) - len(dropped), anchors=[i for i in common
+                                                                                   if i not in dropped],
+                     dropped_for_drift=dropped, n_drifting=int(drift["flag"].sum()), new=new_name, old=old_name,
+                     formula="theta_old = A * theta_new + B; a_old = a_new / A; b_old = A * b_new + B")
+    transform = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in transform.items()}
+    result = LinkResult(transform, table, drift)
+    if out is not None:
+        result.save(out)
+    return result
