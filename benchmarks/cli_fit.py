@@ -76,11 +76,23 @@ def irtexam_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "irtexam.cli"]
 
 
+CPU_SECONDS: list[float] = []  # CPU time (user + system) of each timed run, in call order
+
+
 def timed(argv: list[str], env: dict[str, str], timeout: float) -> tuple[float, str]:
-    """Run ``argv`` to completion; (wall seconds, '' or the tail of its stderr if it failed)."""
+    """Run ``argv`` to completion; (wall seconds, '' or the tail of its stderr if it failed).
+
+    The run's CPU time (user + system of the child) is appended to ``CPU_SECONDS``: on a
+    shared machine it moves less than the wall time.
+    """
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return wall, "" if proc.returncode == 0 else (proc.stderr or proc.stdout)[-400:]
 
 
@@ -144,6 +156,7 @@ def main() -> int:
                     else:
                         continue
                     rows.append({"case": name, "tool": tool, "run": r, "wall_s": round(wall, 3),
+                                 "cpu_s": round(CPU_SECONDS[-1], 3),
                                  "status": "ok" if not error else "failed: " + error.strip().splitlines()[-1]})
                     if error:
                         print(f"{name}: {tool} failed: {error}")
@@ -153,17 +166,22 @@ def main() -> int:
                 cold_env = {**env, "IRTEXAM_JAX_CACHE_DIR": str(work / f"jax-cold-{name}-{r}")}
                 wall, error = timed(irtexam_argv + [str(work / f"{name}-cold-{r}")], cold_env, args.timeout)
                 rows.append({"case": name, "tool": "irtexam-cold", "run": r, "wall_s": round(wall, 3),
-                             "status": "ok" if not error else "failed"})
+                             "cpu_s": round(CPU_SECONDS[-1], 3), "status": "ok" if not error else "failed"})
                 if not error:
                     times["irtexam-cold"].append(wall)
             med = {tool: statistics.median(v) if v else float("nan") for tool, v in times.items()}
+            cpu = {tool: statistics.median([row["cpu_s"] for row in rows if row["case"] == name and row["tool"] == tool
+                                            and row["status"] == "ok"] or [float("nan")]) for tool in times}
             ratio = med["irtexam"] / med["mirt"] if times["mirt"] else float("nan")
             summary.append((name, med, ratio, times))
             print(f"{name:18s} irtexam warm {med['irtexam']:6.2f} s  cold {med['irtexam-cold']:6.2f} s  "
                   f"mirt {med['mirt']:6.2f} s  ratio irtexam/mirt {ratio:5.2f}  "
                   f"(runs: irtexam {', '.join(f'{t:.2f}' for t in times['irtexam'])}; "
                   f"mirt {', '.join(f'{t:.2f}' for t in times['mirt'])}; "
-                  f"cold {', '.join(f'{t:.2f}' for t in times['irtexam-cold'])}; warm-up {warmup:.2f})", flush=True)
+                  f"cold {', '.join(f'{t:.2f}' for t in times['irtexam-cold'])}; warm-up {warmup:.2f})\n"
+                  f"{'':18s} CPU time (user + system): irtexam warm {cpu['irtexam']:.2f} s, cold {cpu['irtexam-cold']:.2f} s, "
+                  f"mirt {cpu['mirt']:.2f} s, ratio {cpu['irtexam'] / cpu['mirt'] if cpu['mirt'] else float('nan'):.2f}",
+                  flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"load average at end {loadavg()}")
@@ -182,7 +200,7 @@ def main() -> int:
         check("real_run with facets <= 4 s (empty cache)", med["irtexam-cold"] <= 4.0, f"{med['irtexam-cold']:.2f} s")
     if args.out:
         with open(args.out, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=["case", "tool", "run", "wall_s", "status"])
+            writer = csv.DictWriter(handle, fieldnames=["case", "tool", "run", "wall_s", "cpu_s", "status"])
             writer.writeheader()
             writer.writerows(rows)
         print(f"wrote {args.out}")

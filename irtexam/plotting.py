@@ -56,11 +56,11 @@ def icc_selection(items: pd.DataFrame, max_items: int, highlight: Sequence[str] 
     if len(items) <= max_items:
         return list(items.index)
     key = items["b"] if "b" in items else pd.Series(np.arange(len(items)), index=items.index)
-    order = list(key.sort_values(kind="stable").index)
+    order = [i for i in key.sort_values(kind="stable").index if i not in set(chosen)]
     room = max_items - len(chosen)
     if room > 0:
         picks = np.unique(np.linspace(0, len(order) - 1, room).round().astype(int))
-        chosen += [order[k] for k in picks if order[k] not in chosen]
+        chosen += [order[k] for k in picks]
     return chosen
 
 
