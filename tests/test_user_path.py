@@ -75,14 +75,14 @@ def test_live_verdict_says_whether_the_live_grid_separates_the_llms(tmp_path):
     take, fit = tmp_path / "take", tmp_path / "fit"
     take.mkdir()
     fit.mkdir()
-    pd.DataFrame({"item": ["a", "b", "c"], "examinee": ["m"] * 3, "response": [1, 0, 1]}).to_csv(
+    pd.DataFrame({"item": ["a", "b", "c", "a", "b", "c"], "examinee": ["m1"] * 3 + ["m2"] * 3,
+                  "response": [1, 1, 0, 0, 0, 1], "llm": ["big"] * 3 + ["small"] * 3}).to_csv(
         take / "responses.csv", index=False)
-    pd.DataFrame({"llm": ["big", "small"], "accuracy": [0.7, 0.3]}).to_csv(take / "accuracy.csv", index=False)
     facets = pd.DataFrame({"facet": ["llm", "llm"], "level": ["small", "big"], "theta": [-1.0, 1.0],
                            "theta_low": [-1.5, 0.6], "theta_high": [-0.5, 1.4]})
     facets.to_csv(fit / "facets.csv", index=False)
     verdict = live_verdict(take, fit)
-    assert verdict.index("big") < verdict.index("small") and "do not overlap" in verdict and "70% correct" in verdict
+    assert verdict.index("big") < verdict.index("small") and "do not overlap" in verdict and "67% correct" in verdict
     facets.assign(theta_low=[-1.5, -0.8]).to_csv(fit / "facets.csv", index=False)
     assert "too few" in live_verdict(take, fit)
 

@@ -156,12 +156,13 @@ def prepare_models(names: list[str]) -> None:
 def live_verdict(take_dir: Path, fit_dir: Path, facet: str = "llm") -> str:
     """A plain sentence on what the live grid showed: which LLM ranks first and whether the data separate them.
 
-    Reads the live fit's facet abilities (90% intervals) and the take's accuracy
-    table. Two levels are *separated* when their 90% intervals do not overlap.
+    Reads the live fit's facet abilities (90% intervals) and the share of correct
+    answers per level in the take's responses.csv. Two levels are *separated* when
+    their 90% intervals do not overlap.
     """
     import pandas as pd
 
-    facets_csv, accuracy_csv = fit_dir / "facets.csv", take_dir / "accuracy.csv"
+    facets_csv = fit_dir / "facets.csv"
     if not facets_csv.exists():
         return (f"the live fit has no '{facet}' facet (one LLM, or too few responses), so the live slice "
                 f"cannot rank LLMs; the bundled real run below does")
@@ -169,13 +170,9 @@ def live_verdict(take_dir: Path, fit_dir: Path, facet: str = "llm") -> str:
     levels = levels[levels["facet"] == facet].sort_values("theta", ascending=False)
     if len(levels) < 2:
         return f"the live grid has fewer than two LLMs, so it cannot rank them"
-    accuracy = {}
-    if accuracy_csv.exists():
-        table = pd.read_csv(accuracy_csv)
-        if {facet, "accuracy"} <= set(table.columns):
-            accuracy = table.groupby(facet)["accuracy"].mean().to_dict()
-    responses = pd.read_csv(take_dir / "responses.csv", usecols=["item"])
+    responses = pd.read_csv(take_dir / "responses.csv", dtype={facet: str})
     n_items = responses["item"].nunique()
+    accuracy = responses.groupby(facet)["response"].mean().to_dict() if facet in responses else {}
 
     def describe(row) -> str:
         acc = f"{accuracy[row.level]:.0%} correct, " if row.level in accuracy else ""
