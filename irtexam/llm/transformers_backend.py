@@ -67,7 +67,7 @@ class Heartbeat:
     show they are alive; the default ``beat`` prints ``  ... LABEL: N s`` to stderr.
     """
 
-    def __init__(self, label: str, every: float = 10.0, beat: Any = None) -> None:
+    def __init__(self, label: str, every: float = 5.0, beat: Any = None) -> None:
         import sys
 
         self.label, self.every = label, every
@@ -419,7 +419,7 @@ class TransformersLLM:
             bar = tqdm(total=params.max_new_tokens, desc=label, unit="tok", mininterval=2.0, leave=False)
             kwargs["stopping_criteria"] = StoppingCriteriaList([_TokenProgress(bar)])
         try:
-            alive = Heartbeat(label, beat=lambda _: bar.refresh()) if bar is not None else contextlib.nullcontext()
+            alive = Heartbeat(label, 5.0, lambda _: bar.refresh()) if bar is not None else contextlib.nullcontext()
             with torch.inference_mode(), alive:  # the bar is redrawn during a long prefill too
                 gen = self.model.generate(input_ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
         finally:
