@@ -1,9 +1,11 @@
 """Live adaptive testing: one pipeline of a grid spec answers the items the CAT chooses.
 
-Each chosen item is taken with :func:`irtexam.pipelines.take.take_exam` restricted to that
-item and that pipeline, into ``OUT/take`` (its ``answers.jsonl`` log is read back on a
-re-run, so an interrupted run resumes without scoring an answered item again; the LLM
-is loaded once and kept). The correctness of the logged answer is the response.
+Each chosen item is answered exactly as :func:`irtexam.pipelines.take.take_exam` answers it
+(same retrieval, demonstrations, prompt, scoring and answer record, with the same config
+hash), one item at a time: the LLM, the retriever and the corpus are loaded once, every
+LLM call goes through the on-disk call cache (``OUT/take/llm_cache``), and each answer is
+appended to ``OUT/take/answers.jsonl``, which a re-run (or a later ``irtexam take`` of the
+same spec into the same folder) reads back instead of scoring again.
 """
 
 from __future__ import annotations
@@ -36,24 +38,56 @@ class LiveAnswerer:
             self._llm = default_llm_factory(entry)
         return self._llm
 
+    def _prepare(self) -> None:
+        from ..exam.schema import read_exam
+        from ..pipelines.take import AnswerLog, Pipeline, config_hash, file_sha256, read_log
+        from ..retrieval.base import corpus_fingerprint, load_passages
+        from ..retrieval.registry import build_retriever
+
+        spec = self.spec
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        passages = load_passages(spec.corpus) if spec.corpus is not None else []
+        self.config = config_hash(spec, file_sha256(spec.exam), corpus_fingerprint(passages) if passages else None)
+        self.pool = read_exam(spec.icl_pool) if spec.icl_pool else read_exam(spec.exam)
+        rspec = spec.retrievers[0]
+        self.retriever = build_retriever(rspec, passages, index_dir=spec.index_dir or self.out_dir / "index",
+                                         _shared={})
+        self.done, _, _ = read_log(self.out_dir / "answers.jsonl", self.config)
+        self.log = AnswerLog(self.out_dir / "answers.jsonl")
+        entry = spec.llms[0]
+        self.pipeline = Pipeline(entry.get("label", entry["name"]), rspec["name"], spec.icl[0])
+
     def __call__(self, item_id: str) -> float | None:
-        from ..pipelines.take import take_exam
-        from ..retrieval.base import load_passages
+        import time
+
+        from ..grading.multiple_choice import score_deduplicated
+        from ..llm.base import ScoreRequest
+        from ..pipelines.icl import draw_demonstrations
+        from ..pipelines.take import answer_record
 
         if self._passages is None:
-            self._passages = load_passages(self.spec.corpus) if self.spec.corpus is not None else []
-        result = take_exam(self.spec, self.out_dir, llm_factory=self._factory, progress=False,
-                           items=[self.items[item_id]], passages=self._passages)
-        self.scored += result.scored_pairs
-        self.resumed += result.resumed_pairs
-        for line in (self.out_dir / "answers.jsonl").read_text().splitlines()[::-1]:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if rec.get("item") == item_id and rec.get("pipeline") == self.pipeline_id:
-                return float(rec["correct"])
-        return None
+            self._prepare()
+            self._passages = True
+        key = (self.pipeline.id, item_id)
+        if key in self.done:
+            self.resumed += 1
+            return float(self.done[key]["correct"])
+        spec, it = self.spec, self.items[item_id]
+        if hasattr(self.retriever, "prepare"):
+            self.retriever.prepare([it.question])
+        hits = self.retriever.retrieve(it.question, spec.top_k, chunk_id=it.chunk_id)
+        demos = draw_demonstrations(it, self.pool, max(spec.icl), seed=spec.seed)[:self.pipeline.icl]
+        request = ScoreRequest(spec.prompt.render(it, [h.passage for h in hits], demos), spec.prompt.continuations(it))
+        llm = self._factory(spec.llms[0])
+        started = time.perf_counter()
+        scores = score_deduplicated(llm, [request], dedup=spec.dedup)[0]
+        record = answer_record(self.pipeline, it, hits, demos, request, scores, normalisation=spec.normalisation,
+                               seconds=time.perf_counter() - started, shared=False, config=self.config,
+                               template_sha=spec.prompt.sha256)
+        self.log.write(record)
+        self.done[key] = record
+        self.scored += 1
+        return float(record["correct"])
 
     def tick(self, n: int) -> None:
         """Progress line per administered item."""
@@ -72,6 +106,8 @@ class LiveAnswerer:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+        if getattr(self, "log", None) is not None:
+            self.log.close()
 
 
 def live_answerer(exam: str | Path, spec_path: str | Path, pipeline: str, out_dir: Path,
@@ -93,5 +129,7 @@ def live_answerer(exam: str | Path, spec_path: str | Path, pipeline: str, out_di
                            f"{[e.get('label', e['name']) for e in spec.llms]}, retrievers: "
                            f"{[r['name'] for r in spec.retrievers]})")
     exam_path = Path(exam)
-    one = dataclasses.replace(spec, exam=exam_path, llms=llms[:1], retrievers=rets[:1], icl=[icl])
+    entry = dict(llms[0])
+    entry.setdefault("cache_dir", str(Path(out_dir) / "llm_cache"))   # every LLM call cached on disk
+    one = dataclasses.replace(spec, exam=exam_path, llms=[entry], retrievers=rets[:1], icl=[icl])
     return LiveAnswerer(one, read_exam(exam_path), pipeline, out_dir, progress)
