@@ -108,3 +108,17 @@ def test_fingerprint_follows_the_data_not_the_file_format(tmp_path):
     changed[0, 0] = 1 - np.nan_to_num(changed[0, 0])
     other = ResponseMatrix(values=changed, items=rm.items, examinees=rm.examinees, examinee_facets=rm.examinee_facets)
     assert other.fingerprint() != rm.fingerprint()
+
+
+@pytest.mark.llm
+def test_stop_strings_end_a_batch_early_with_the_same_text():
+    """A row stops decoding at its stop string; the kept text equals decoding on and cutting afterwards."""
+    from irtexam.llm import GenerationParams, installed_models, load_llm
+
+    if "smollm2-135m" not in installed_models():
+        pytest.skip("SmolLM2 not installed")
+    llm = load_llm("smollm2-135m", dtype="float32", reuse=False)
+    prompts = ["Count: 1, 2, 3,", "List three colours, separated by commas:"]
+    full = llm.generate(prompts, GenerationParams(max_new_tokens=24))
+    stopped = llm.generate(prompts, GenerationParams(max_new_tokens=24, stop=(",",)))
+    assert stopped == [text.split(",")[0] for text in full]

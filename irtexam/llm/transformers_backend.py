@@ -94,6 +94,30 @@ class Heartbeat:
         self._thread.join()
 
 
+class _StopStrings:
+    """A ``model.generate`` stopping criterion: a row is finished once its new text contains a stop string.
+
+    The text kept is the same as decoding to the end and cutting at the first stop
+    string (:func:`truncate_at_stop` runs afterwards either way); a batch just stops
+    when every row has reached a stop string, instead of running to ``max_new_tokens``.
+    """
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], width: int) -> None:
+        self.tokenizer, self.stop, self.width = tokenizer, [s for s in stop if s], width
+        self.done: list[bool] | None = None
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        if self.done is None:
+            self.done = [False] * input_ids.shape[0]
+        for row in range(input_ids.shape[0]):
+            if not self.done[row]:
+                text = self.tokenizer.decode(input_ids[row, self.width:], skip_special_tokens=True)
+                self.done[row] = any(s in text for s in self.stop)
+        return torch.tensor(self.done, dtype=torch.bool, device=input_ids.device)
+
+
 class _TokenProgress:
     """A ``model.generate`` stopping criterion that never stops but counts decoded steps in a tqdm bar."""
 
@@ -411,13 +435,19 @@ class TransformersLLM:
         if params.temperature > 0:
             kwargs["logits_processor"] = LogitsProcessorList(
                 [_SeededSampler(len(batch), params.seed, params.temperature, params.top_p)])
+        from transformers import StoppingCriteriaList
+
+        criteria: list[Any] = []
+        if any(params.stop):
+            criteria.append(_StopStrings(self.tokenizer, params.stop, width))
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
-            from transformers import StoppingCriteriaList
 
             bar = tqdm(total=params.max_new_tokens, desc=label, unit="tok", mininterval=2.0, leave=False)
-            kwargs["stopping_criteria"] = StoppingCriteriaList([_TokenProgress(bar)])
+            criteria.append(_TokenProgress(bar))
+        if criteria:
+            kwargs["stopping_criteria"] = StoppingCriteriaList(criteria)
         try:
             alive = Heartbeat(label, 5.0, lambda _: bar.refresh()) if bar is not None else contextlib.nullcontext()
             with torch.inference_mode(), alive:  # the bar is redrawn during a long prefill too
