@@ -79,6 +79,7 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
             "person_keys": list(result.laplace.person_keys),
             "person_slices": {k: [s.start, s.stop] for k, s in result.laplace.person_slices.items()},
             "mode": result.laplace.mode},
+        "responses_source": getattr(result.responses, "source", None),
         "responses_sha256": result.responses.fingerprint() if hasattr(result.responses, "fingerprint") else None,
         "irtexam_version": _version(),
     }
@@ -113,6 +114,8 @@ def read_fit(directory: str | Path) -> dict:
         raise InputError("the fit folder has no responses.parquet; refit with `irtexam fit ... --out DIR`",
                          path=str(directory))
     responses = ResponseMatrix.read(response_path, graded=spec.kind == "grm")
+    if meta.get("responses_source"):  # name the data the user fitted, not the folder's copy
+        responses = dataclasses.replace(responses, source=meta["responses_source"])
     design = mdl.build_design(responses, spec)
     arrays = np.load(directory / "params.npz")
     params = {k[len("param__"):]: arrays[k] for k in arrays.files if k.startswith("param__")}
