@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -182,20 +181,15 @@ def test_stock_server_is_refused_before_scoring(stock, tmp_path, monkeypatch, ca
     from irtexam.cli import main
 
     monkeypatch.setenv(KEY_ENV, KEY)
-    t0 = time.perf_counter()
     code = main(["take", str(grid_spec(tmp_path, stock.url)), "--out", str(tmp_path / "run")])
-    seconds = time.perf_counter() - t0
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert code == 2 and len(err) == 1 and "not aligned with the prompt's tokens" in err[0]
     log = tmp_path / "run" / "answers.jsonl"
     assert not log.exists() or not log.read_text().strip()
-    assert seconds < 120
 
 
 def test_scoring_check_and_fallback(client):
-    t0 = time.perf_counter()
     scores = client.check_scoring()
-    assert time.perf_counter() - t0 < 60
     assert client.batch_candidates is False  # llama-cpp-python refuses list prompts
     assert all(s.n_tokens > 0 and s.logprob < 0 for row in scores for s in row)
 
@@ -244,10 +238,8 @@ def test_api_key_and_timeouts(stock, monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     slow = OpenAICompatibleLLM(llama.url, api_key_env=KEY_ENV, model=ALIAS, timeout=0.05, max_retries=1,
                                backoff=0.01, chat=False)
-    t0 = time.perf_counter()
     with pytest.raises(IrtexamError, match="failed after 2 attempts .*(timed out|Timeout)"):
         slow.generate(["Write a long story about a database."], GenerationParams(max_new_tokens=200))
-    assert time.perf_counter() - t0 < 30
     # the server is still usable afterwards
     ok = OpenAICompatibleLLM(llama.url, api_key_env=KEY_ENV, chat=False)
     assert ok.generate(["1, 2, 3,"], GenerationParams(max_new_tokens=2))[0]
