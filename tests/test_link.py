@@ -99,6 +99,7 @@ def test_link_cli_files_and_recovery(fits, tmp_path, capsys):
     assert "A =" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fixed_anchor_calibration(fits):
     new, old, (A_true, B_true) = fits
     res = irtexam.link(str(new), str(old), "fixed")

@@ -26,10 +26,11 @@ standardises its own group). Intervals: the EM is repeated with the anchors at o
 posterior draws, plus the sampling error of (mu, sigma).
 
 Concurrent calibration (``concurrent``): one fit of both response matrices (examinees
-kept apart as ``old:``/``new:``); the old group's abilities map the joint scale onto the
-old one (theta_old = A1 theta_joint + B1 by their mean and sd), the new group's map the
-new scale onto the joint one (A2, B2); A = A1 A2, B = A1 B2 + B1, with intervals from the
-joint fit's ability draws.
+kept apart as ``old:``/``new:``, the form a facet with a per-examinee residual, so each group
+has its own mean ability); the joint scale is mapped onto the old fit's by Stocking-Lord of
+the joint fit's old-form items onto the old fit's (the same responses, only the scale differs),
+and the new fit onto that by Stocking-Lord of its items onto the joint new-form items; the
+intervals come from the joint fit's item draws.
 
 Drift: each anchor's new parameters on the old scale against its old ones,
 z_b = (A b_new + B - b_old) / sqrt((A sd_b_new)^2 + sd_b_old^2) and
@@ -433,19 +434,31 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     import irtexam
     from ..responses import ResponseMatrix
 
+    anchor_set = set(anchors)
+    old_ids = set(map(str, old.items.index))
+
+    def joint_id(item: str) -> str:
+        """New-form id in the joint fit: common items left out of the anchors stay separate items."""
+        return item if item in anchor_set or item not in old_ids else f"{item}@new"
+
     def long(fit: Any, prefix: str) -> pd.DataFrame:
         frame = fit.responses.to_long(include_missing=False)
         frame["examinee"] = prefix + frame["examinee"].astype(str)
-        return frame[["item", "examinee", "response"]]
+        if prefix == "new:":
+            frame["item"] = [joint_id(str(i)) for i in frame["item"]]
+        frame["linking_form"] = prefix.rstrip(":")
+        return frame[["item", "examinee", "response", "linking_form"]]
 
     joint_rm = ResponseMatrix.from_long(pd.concat([long(old, "old:"), long(new, "new:")], ignore_index=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # the form is a facet: each group gets its own mean ability (a single N(0, 1) population
+        # would pull the two groups' means together and bias B)
         joint = irtexam.fit(joint_rm, model=old.spec.kind, guessing=old.spec.guessing, seed=seed,
-                            draws=max(n_draws, 20))
+                            draws=max(n_draws, 20), facets=["linking_form"], residual=True)
     ids = list(map(str, joint.items.index))
     old_pos = np.array([ids.index(i) for i in map(str, old.items.index)])
-    new_pos = np.array([ids.index(i) for i in map(str, new.items.index)])
+    new_pos = np.array([ids.index(joint_id(i)) for i in map(str, new.items.index)])
     own_old, own_new = kinds.from_table(old.items), kinds.from_table(new.items)
 
     def constants(items: kinds.ItemParams) -> tuple[float, float, float, float]:
@@ -458,7 +471,8 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     reps = np.array([constants(d)[:2] for d in draws])
     transform = {"A": A, "B": B, **_interval(reps), "joint_items": joint.design.n_items,
                  "joint_examinees": joint.design.n_examinees, "joint_to_old_A": A1, "joint_to_old_B": B1}
-    table = transformed_table(joint.items.loc[list(map(str, new.items.index))], A1, B1)
+    table = transformed_table(joint.items.iloc[new_pos], A1, B1)
+    table.index = pd.Index(list(map(str, new.items.index)), name="item")
     return transform, table
 
 
