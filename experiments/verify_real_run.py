@@ -355,8 +355,8 @@ def plot(report: "pd.DataFrame", flags: "pd.DataFrame", base_result, kept_result
     ax.bar(order, clean, color="#4c72b0", label="no IRT flag")
     ax.bar(order, flagged, bottom=clean, color="#dd8452", label="an IRT flag (wrong key, low a, r_ir < 0)")
     ax.set_ylabel("items")
-    ax.set_title("Verifier verdicts on the real-run exam (202 items)")
-    ax.legend(frameon=False)
+    ax.set_title(f"Verifier verdicts on the real-run exam ({len(joined)} of {len(flags)} items verified)")
+    ax.legend(frameon=False, fontsize=8, loc="upper right")
     fig.tight_layout()
     paths = [FIG / "verdicts_vs_irt_flags.png"]
     fig.savefig(paths[0], dpi=130)
