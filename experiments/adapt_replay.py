@@ -64,7 +64,7 @@ def prediction_given(bank: ItemBank, order: np.ndarray, y: np.ndarray) -> float:
     return predicted_accuracy(state, n_samples=200)["accuracy"]
 
 
-METHODS = ("cat-mfi", "cat-astrat", "cat-accuracy", "random-irt", "fluid", "random-plain", "tiny")
+METHODS = ("cat-mfi", "cat-astrat", "cat-accuracy", "random-irt", "fluid", "random-plain", "tiny", "anchors")
 
 
 def evaluate(rm: irtexam.ResponseMatrix, held: list[str], draws: int, seed: int,
@@ -104,6 +104,8 @@ def evaluate(rm: irtexam.ResponseMatrix, held: list[str], draws: int, seed: int,
             cat("cat-accuracy", bank, seed=seed, selection="accuracy")
         for r in range(2 if "random-irt" in methods else 0):
             cat(f"random-irt-{r}", bank, seed=seed + 100 + r, selection="random")
+        if "anchors" in methods:  # irtexam adapt --selection anchors (k = 30 anchors, read at k = 5..30)
+            cat("anchors", bank, seed=seed, selection="anchors")
         if "fluid" in methods:
             cat("fluid", bank2, seed=seed, estimator="map")
         rng = np.random.default_rng(seed)

@@ -159,3 +159,16 @@ def test_bad_input_one_line_errors(fitdir, tmp_path, capsys):
     assert main(["adapt", str(fit), "--replay", str(responses), "--examinee", "nobody", "--out",
                  str(tmp_path / "o")]) == 2
     assert "no examinee 'nobody'" in capsys.readouterr().err
+
+
+def test_anchor_selection_gives_representative_fixed_items(fitdir):
+    from irtexam.bank.adapt import anchor_order
+
+    fit, responses, examinee = fitdir
+    bank = ItemBank.load(fit, draws=10)
+    assert bank.calibration is not None and bank.calibration.shape[0] == bank.n_items
+    order = anchor_order(bank.calibration, 8)
+    res = irtexam.adapt(bank, replay=str(responses), examinee=examinee, selection="anchors", max_items=8,
+                        se_target=1e-6)
+    assert list(res.trajectory["item"]) == [bank.ids[j] for j in order]
+    assert len(set(order)) == 8

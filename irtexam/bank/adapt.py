@@ -18,7 +18,9 @@ mode on the grid); ``theta_sd`` is the posterior sd and the 90% interval its 5% 
 Item selection: ``"mfi"`` maximum Fisher information I_j(theta_hat) at the current
 estimate (:func:`irtexam.irt.kinds.information`); ``"accuracy"`` the item whose answer
 is expected to shrink the posterior variance of the predicted whole-exam accuracy
-most; ``"random"`` uniform. Exposure control: randomesque (pick uniformly among the
+most; ``"random"`` uniform; ``"anchors"`` a fixed tinyBenchmarks-style set of representative items
+(k-means of the items' correctness vectors in the calibration data, k = ``max_items``, largest
+cluster first), scored by the same predictor. Exposure control: randomesque (pick uniformly among the
 ``randomesque`` best items). Content balancing: with item levels (e.g. Bloom levels)
 the next item comes from the level whose share of administered items lags its share
 of the bank most (Kingsbury-Zara).
@@ -49,7 +51,7 @@ import pandas as pd
 from ..errors import IrtexamError
 from ..irt import kinds
 
-SELECTIONS = ("mfi", "astrat", "accuracy", "random")
+SELECTIONS = ("mfi", "astrat", "accuracy", "random", "anchors")
 ESTIMATORS = ("eap", "map")
 LOW_Q, HIGH_Q = 0.05, 0.95
 
@@ -67,6 +69,7 @@ class ItemBank:
     params: kinds.ItemParams
     draws: kinds.ItemParams
     source: str | None = None
+    calibration: np.ndarray | None = None     # (I, E) calibration responses (NaN missing), for ``anchors``
 
     @property
     def n_items(self) -> int:
@@ -90,7 +93,10 @@ class ItemBank:
                                        c=np.asarray(d["c"], float))
         else:
             stacked = kinds.ItemParams(*(None if v is None else np.asarray(v, float)[None] for v in point))
-        return cls(ids, point, stacked, source)
+        calibration = None
+        if getattr(fit, "responses", None) is not None and set(ids) <= set(fit.responses.items):
+            calibration = fit.responses.subset(items=list(ids)).values
+        return cls(ids, point, stacked, source, calibration)
 
     @classmethod
     def load(cls, directory: str | Path, draws: int | None = 100, seed: int = 0) -> "ItemBank":
@@ -225,6 +231,23 @@ def selection_scores(state: CatState, bank: ItemBank, theta: float, selection: s
     return -expected
 
 
+def anchor_order(calibration: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """tinyBenchmarks-style anchor items: k-means (k clusters) of the items' correctness vectors over the
+    calibration examinees (missing = item mean); the item nearest each centroid, largest cluster first."""
+    from scipy.cluster.vq import kmeans2
+
+    x = np.where(np.isnan(calibration), np.nanmean(calibration, axis=1, keepdims=True), calibration)
+    k = int(min(max(k, 1), x.shape[0]))
+    centroids, labels = kmeans2(x, k, seed=seed, minit="++")
+    chosen, sizes = [], []
+    for c in range(k):
+        members = np.flatnonzero(labels == c)
+        if members.size:
+            chosen.append(members[np.argmin(((x[members] - centroids[c]) ** 2).sum(axis=1))])
+            sizes.append(members.size)
+    return np.asarray(chosen)[np.argsort(-np.asarray(sizes), kind="stable")]
+
+
 def choose_item(scores: np.ndarray, available: np.ndarray, rng: np.random.Generator, randomesque: int,
                 levels: np.ndarray | None, administered: Sequence[int]) -> int:
     """Best available item by ``scores`` (random among the ``randomesque`` best), content-balanced by ``levels``."""
@@ -294,6 +317,14 @@ def run_cat(bank: ItemBank, answer: Callable[[str], float | None], *, available:
     position = {item: j for j, item in enumerate(bank.ids)}
     usable = np.zeros(bank.n_items, bool)
     usable[[position[i] for i in (available if available is not None else bank.ids) if i in position]] = True
+    anchor_scores = None
+    if selection == "anchors":
+        if bank.calibration is None:
+            raise IrtexamError("--selection anchors needs the calibration responses (responses.parquet in the fit "
+                               "folder); refit with `irtexam fit RESPONSES --out DIR`")
+        order = anchor_order(bank.calibration, max_items, seed)
+        anchor_scores = np.full(bank.n_items, -1e9)
+        anchor_scores[order] = -np.arange(order.size, dtype=float)
     level_array = None
     if levels:
         level_array = np.array([str(levels.get(i, "uncategorised")) for i in bank.ids], dtype=object)
@@ -306,7 +337,8 @@ def run_cat(bank: ItemBank, answer: Callable[[str], float | None], *, available:
         if len(state.administered) >= max(min_items, 1) and current["theta_sd"] <= se_target:
             reason = "se_target"
             break
-        scores = selection_scores(state, bank, current["theta"], selection, max_items)
+        scores = anchor_scores if anchor_scores is not None else \
+            selection_scores(state, bank, current["theta"], selection, max_items)
         j = choose_item(scores, usable, rng, randomesque if selection != "random" else bank.n_items, level_array,
                         state.administered)
         usable[j] = False

@@ -24,9 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--se-target", type=float, default=0.3, help="stop when the ability's posterior sd <= this (0.3)")
     p.add_argument("--max-items", type=int, default=30, help="stop after this many items (default 30)")
     p.add_argument("--min-items", type=int, default=5, help="never stop before this many items (default 5)")
-    p.add_argument("--selection", default="mfi", choices=("mfi", "astrat", "accuracy", "random"),
+    p.add_argument("--selection", default="mfi", choices=("mfi", "astrat", "accuracy", "random", "anchors"),
                    help="next item: maximum Fisher information (default), a-stratified, largest expected "
-                        "reduction of the accuracy variance, or random")
+                        "reduction of the accuracy variance, random, or representative anchors (k-means of the "
+                        "calibration responses; best for predicting whole-exam accuracy on data/real_run)")
     p.add_argument("--randomesque", type=int, default=1,
                    help="exposure control: pick at random among the N best items (default 1: the best)")
     p.add_argument("--balance", default=None, choices=("bloom", "question_word"),
