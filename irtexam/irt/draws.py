@@ -166,7 +166,15 @@ def psis(log_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------- draws
 def _sqrt_psd(cov: np.ndarray) -> np.ndarray:
     """A square root R with R R^T = cov for a (batch of) symmetric PSD matrices (eigh, clipped)."""
-    values, vectors = np.linalg.eigh(cov)
+    cov = np.asarray(cov, dtype=np.float64)
+    cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
+    cov = np.where(np.isfinite(cov), cov, 0.0)  # a non-finite block (degenerate item) gets no spread there
+    try:
+        values, vectors = np.linalg.eigh(cov)
+    except np.linalg.LinAlgError:  # LAPACK failed on some matrix of the batch: one at a time, diagonal fallback
+        if cov.ndim == 2:
+            return np.diag(np.sqrt(np.clip(np.diag(cov), 0.0, None)))
+        return np.stack([_sqrt_psd(block) for block in cov])
     return vectors * np.sqrt(np.clip(values, 0.0, None))[..., None, :]
 
 
