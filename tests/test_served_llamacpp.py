@@ -236,10 +236,11 @@ def test_api_key_and_timeouts(stock, monkeypatch):
     with pytest.raises(IrtexamError, match="401"):
         OpenAICompatibleLLM(llama.url)  # no key at all
     monkeypatch.setenv(KEY_ENV, KEY)
-    slow = OpenAICompatibleLLM(llama.url, api_key_env=KEY_ENV, model=ALIAS, timeout=0.05, max_retries=1,
-                               backoff=0.01, chat=False)
+    # the stock server's echo path takes ~0.1 s per prompt token: 60 tokens cannot answer within 0.5 s
+    slow = OpenAICompatibleLLM(llama.url, api_key_env=KEY_ENV, model=ALIAS, timeout=0.5, max_retries=1,
+                               backoff=0.01, batch_candidates=False)
     with pytest.raises(IrtexamError, match="failed after 2 attempts .*(timed out|Timeout)"):
-        slow.generate(["Write a long story about a database."], GenerationParams(max_new_tokens=200))
+        slow.score([ScoreRequest("Question: " + "alpha beta gamma delta " * 15 + "?\nAnswer:", (" yes", " no"))])
     # the server is still usable afterwards
     ok = OpenAICompatibleLLM(llama.url, api_key_env=KEY_ENV, chat=False)
     assert ok.generate(["1, 2, 3,"], GenerationParams(max_new_tokens=2))[0]
