@@ -51,7 +51,9 @@ from .laplace import LaplaceCovariance
 KHAT_THRESHOLD = 0.7
 STUDENT_DF = 4.0
 PROPOSAL_SCALE = 2.0
-CELL_BUDGET = 8e7  # proposals x observed cells evaluated for the correction (>= 200 proposals, else Gaussian)
+CELL_BUDGET = 4e7  # proposals x observed cells evaluated for the correction (>= 200 proposals, else Gaussian):
+# the correction runs up to 2e5 observed cells (e.g. 1000 items x 200 examinees); above, every item has
+# hundreds of responses and its posterior is close to Gaussian
 
 
 @dataclass
@@ -178,6 +180,11 @@ def _sqrt_psd(cov: np.ndarray) -> np.ndarray:
     return vectors * np.sqrt(np.clip(values, 0.0, None))[..., None, :]
 
 
+def _apply_roots(roots: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """roots (I, k, k) applied to noise (N, I, k): out[n, i] = roots[i] @ noise[n, i]."""
+    return (roots[None] * noise[:, :, None, :]).sum(axis=-1)
+
+
 def _split_items(flat: np.ndarray, cov: LaplaceCovariance) -> dict[str, np.ndarray]:
     """(..., I, k) item vectors -> {key: (..., I) or (..., I, width)} unconstrained arrays."""
     out = {}
@@ -220,7 +227,7 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
     u0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(n_items, -1) for k in cov.item_keys], axis=1)
     root = PROPOSAL_SCALE * _sqrt_psd(cov.conditional_item_cov)                       # (I, k, k)
     t, log_q = _student_t(rng, (n_proposals, n_items, u0.shape[1]), STUDENT_DF)
-    proposals = u0[None] + np.einsum("ijk,nik->nij", root, t)                          # (N, I, k)
+    proposals = u0[None] + _apply_roots(root, t)                                      # (N, I, k)
     theta = jnp.asarray(mdl.examinee_theta({k: jnp.asarray(v) for k, v in params.items()}, spec, design),
                         dtype=jnp.float32)
     y = jnp.asarray(design.y, dtype=jnp.float32)
@@ -244,7 +251,9 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
     cumulative = np.cumsum(weights, axis=1)
     cumulative /= cumulative[:, -1:]
     u = (rng.uniform(size=(n_items, 1)) + np.arange(n_draws)[None, :]) / n_draws         # systematic resampling
-    picks = np.minimum(np.array([np.searchsorted(cumulative[i], u[i]) for i in range(n_items)]), n_proposals - 1)
+    offset = np.arange(n_items)[:, None]  # one searchsorted over all items: row i lives in [i, i + 1]
+    flat = np.searchsorted((cumulative + offset).ravel(), (np.minimum(u, 1.0 - 1e-12) + offset).ravel())
+    picks = np.minimum(flat.reshape(n_items, n_draws) - offset * n_proposals, n_proposals - 1)
     picks = rng.permuted(picks, axis=1)
     chosen = proposals[picks.T, np.arange(n_items)[None, :]]                              # (S, I, k)
     return chosen, khat, ess
@@ -298,7 +307,7 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
             u0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(n_items, -1)
                                  for k in cov.item_keys], axis=1)
             noise = rng.standard_normal((n_draws,) + u0.shape)
-            item_draws = u0[None] + np.einsum("ijk,nik->nij", _sqrt_psd(cov.conditional_item_cov), noise)
+            item_draws = u0[None] + _apply_roots(_sqrt_psd(cov.conditional_item_cov), noise)
     unconstrained: dict[str, np.ndarray] = {}
     if cov.person_keys:
         phi0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(-1) for k in cov.person_keys])
@@ -308,7 +317,9 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
             unconstrained[key] = (phi0[None] + delta)[:, cov.person_slices[key]].reshape(
                 (n_draws,) + np.shape(params[key]))
         if cov.item_keys and cov.item_coupling is not None:
-            item_draws = item_draws - np.einsum("ikp,np->nik", cov.item_coupling, delta)
+            n_items_, k = cov.item_coupling.shape[:2]
+            shift = (cov.item_coupling.reshape(n_items_ * k, -1) @ delta.T).T.reshape(n_draws, n_items_, k)
+            item_draws = item_draws - shift  # A_i^-1 B_i (phi - phi_hat), one BLAS product
     if cov.item_keys:
         unconstrained.update(_split_items(item_draws, cov))
     for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
