@@ -18,7 +18,8 @@ if [ -f "$stamp" ]; then
     exit 0
 fi
 # pip prints a line per package (Collecting / Downloading / Installing), so a first setup shows progress.
-pip() { .venv/bin/python -m pip --disable-pip-version-check --progress-bar off "$@"; }
+# --progress-bar is an option of `pip install`, not a general one (pip 23 refuses it before the command).
+pip() { local cmd="$1"; shift; .venv/bin/python -m pip "$cmd" --disable-pip-version-check --progress-bar off "$@"; }
 step() { echo "setup [$(date +%H:%M:%S)]: $*"; }
 step "upgrading pip in .venv/"
 pip install -q --upgrade pip >/dev/null
