@@ -205,15 +205,15 @@ def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[st
     n_items = items["d"].shape[0]
     out = dict(items)
     for k, name in enumerate(names):
-        out[name] = jnp.asarray(state[k * n_items:(k + 1) * n_items], dtype=dtype)
+        out[name] = np.asarray(state[k * n_items:(k + 1) * n_items], dtype=dtype)
     theta = state[len(names) * n_items:]
     mean = theta.mean()
     sd = max(float(theta.std()), 1e-6) if spec.has_discrimination else 1.0
     a = np.exp(np.asarray(out["a"], dtype=np.float64)) if "a" in out else 1.0
     if "a" in out:
-        out["a"] = jnp.asarray(np.asarray(out["a"], dtype=np.float64) + np.log(sd), dtype=dtype)
-    out["d"] = jnp.asarray(np.asarray(out["d"], dtype=np.float64) + a * mean, dtype=dtype)
-    return out, jnp.asarray((theta - mean) / sd, dtype=dtype)
+        out["a"] = np.asarray(np.asarray(out["a"], dtype=np.float64) + np.log(sd), dtype=dtype)
+    out["d"] = np.asarray(np.asarray(out["d"], dtype=np.float64) + a * mean, dtype=dtype)
+    return out, np.asarray((theta - mean) / sd, dtype=dtype)
 
 
 def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
@@ -250,21 +250,23 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
     dtype = jnp.float64 if precision == "float64" else jnp.float32
     started = time.perf_counter()
     with jax.enable_x64(precision == "float64"):
-        y = jnp.asarray(design.y, dtype=dtype)
-        m = jnp.asarray(mask)
-        items = {k: jnp.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
+        # host arrays in, device arrays out of the compiled steps: no eager JAX op (each would
+        # dispatch, and on a first fit load, a kernel of its own)
+        y = jax.device_put(np.asarray(design.y, dtype=dtype))  # on the device once, not at every sweep
+        m = jax.device_put(np.asarray(mask))
+        items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
         if spec.has_discrimination and raw.std() < 1e-8:
             # every examinee starts alike (e.g. identical scores): any spread pattern must start somewhere
             raw = raw + np.linspace(-1.0, 1.0, raw.size)
         spread = float(raw.std()) if spec.has_discrimination and raw.size > 1 else 1.0
-        theta = jnp.asarray((raw - raw.mean()) / spread, dtype=dtype)
+        theta = np.asarray((raw - raw.mean()) / spread, dtype=dtype)
         step_items = jax.jit(item_step, static_argnames="spec")
         step_theta = jax.jit(theta_step, static_argnames="spec")
-        damping = jnp.ones(design.n_items, dtype=dtype)
-        previous = jnp.zeros((design.n_items, len(_item_columns(spec))), dtype=dtype)
-        theta_damping = jnp.ones(design.n_examinees, dtype=dtype)
-        theta_previous = jnp.zeros(design.n_examinees, dtype=dtype)
+        damping = np.ones(design.n_items, dtype=dtype)
+        previous = np.zeros((design.n_items, len(_item_columns(spec))), dtype=dtype)
+        theta_damping = np.ones(design.n_examinees, dtype=dtype)
+        theta_previous = np.zeros(design.n_examinees, dtype=dtype)
         names = _item_columns(spec)
         sweeps, largest, extrapolations, wait = 0, np.inf, 0, 0
         history = []
@@ -275,7 +277,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
             items, damping, previous, moved_items = step_items(items, theta, y, m, spec, damping, previous)
             items, theta, theta_damping, theta_previous, moved_theta = step_theta(
                 items, theta, y, m, spec, theta_damping, theta_previous)
-            largest = max(float(jnp.max(moved_items)), float(moved_theta))
+            largest = max(float(np.max(np.asarray(moved_items))), float(moved_theta))
             history.append(largest)
             if largest < tol:
                 break

@@ -370,5 +370,6 @@ _REPORTED = ("a", "b", "c", "thresholds", "theta", "sigma_resid")
 
 def _reported(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design) -> dict[str, np.ndarray]:
     """Reported-scale point estimates (a, b, c / thresholds, theta, theta_<facet>) of unconstrained ``params``."""
-    constrained = mdl.constrain({k: jnp.asarray(v) for k, v in params.items()}, spec, design)
+    # NumPy in, NumPy out: eager JAX here would dispatch (and on a first fit compile) a kernel per op
+    constrained = mdl.constrain({k: np.asarray(v, dtype=np.float64) for k, v in params.items()}, spec, design)
     return {k: np.asarray(v, dtype=np.float64) for k, v in constrained.items()}

@@ -179,11 +179,13 @@ def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item
     sums as matrix products); G, the (items, k, examinees) cross block, only when
     ``need_cross``.
     """
-    d = jnp.asarray(params["d"], dtype=jnp.float32)
-    a = jnp.exp(jnp.asarray(params["a"], dtype=jnp.float32)) if "a" in params else jnp.ones_like(d)
-    c = jax.nn.sigmoid(jnp.asarray(params["c"], dtype=jnp.float32)) if "c" in params \
-        else jnp.full_like(d, spec.fixed_c)
-    A, W, G = _binary_fisher_kernel(a, d, c, jnp.asarray(eta, dtype=jnp.float32), jnp.asarray(mask),
+    # transforms in NumPy (eager JAX would dispatch a kernel per op); one compiled pass for the sums
+    d = np.asarray(params["d"], dtype=np.float64)
+    a = np.exp(np.asarray(params["a"], dtype=np.float64)) if "a" in params else np.ones_like(d)
+    c = 1.0 / (1.0 + np.exp(-np.asarray(params["c"], dtype=np.float64))) if "c" in params \
+        else np.full_like(d, spec.fixed_c)
+    f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
+    A, W, G = _binary_fisher_kernel(f32(a), f32(d), f32(c), f32(eta), np.asarray(mask),
                                     tuple(item_keys), need_cross)
     return (np.asarray(A, dtype=np.float64), None if G is None else np.asarray(G, dtype=np.float64),
             np.asarray(W, dtype=np.float64))
@@ -225,13 +227,14 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     mode: "full" (exact Schur complement), "blockwise" (no item/person coupling) or
     "auto" (full unless n_items * k * P^2 exceeds ~2e9 operations, e.g. 2000 items x 500 examinees).
     """
-    params = {k: jnp.asarray(v) for k, v in params.items()}
+    params = {k: np.asarray(v) for k, v in params.items()}  # host arrays: JAX only inside the compiled parts
     item_keys, item_slices, k = _item_layout(params)
     person_keys, person_slices, n_person = _person_layout(params)
     n_items, n_examinees = design.n_items, design.n_examinees
 
-    u = jnp.concatenate([params[key].reshape(n_items, -1) for key in item_keys], axis=1)
-    eta = examinee_theta(params, spec, design)
+    numpy_params = {key: np.asarray(value, dtype=np.float64) for key, value in params.items()}
+    u = np.concatenate([numpy_params[key].reshape(n_items, -1) for key in item_keys], axis=1)
+    eta = examinee_theta(numpy_params, spec, design)  # NumPy: no eager JAX dispatch
 
     def person_vector_to_params(phi: jax.Array) -> dict[str, jax.Array]:
         out = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -216,8 +216,28 @@ def _column(items: kinds.ItemParams) -> kinds.ItemParams:
 # ----------------------------------------------------------------------------- tables from draws
 def interval_columns(name: str, estimate: np.ndarray, draws: np.ndarray) -> dict[str, np.ndarray]:
     """{name, name_sd, name_low, name_high}: estimate, posterior sd and 90% quantile interval of draws (S, ...)."""
-    return {name: estimate, f"{name}_sd": draws.std(axis=0, ddof=1),
-            f"{name}_low": np.quantile(draws, LOW_Q, axis=0), f"{name}_high": np.quantile(draws, HIGH_Q, axis=0)}
+    low, high = draw_quantiles(draws, (LOW_Q, HIGH_Q))
+    return {name: estimate, f"{name}_sd": draws.std(axis=0, ddof=1), f"{name}_low": low, f"{name}_high": high}
+
+
+def draw_quantiles(draws: np.ndarray, probs: Sequence[float]) -> list[np.ndarray]:
+    """Quantiles over the first axis, numpy's default (linear) rule, from one sort.
+
+    For S sorted values x_(0..S-1) and probability q: h = (S - 1) q,
+    Q(q) = x_(floor h) + (h - floor h) (x_(floor h + 1) - x_(floor h)); NaN where any draw is NaN.
+    """
+    values = np.sort(np.asarray(draws, dtype=np.float64), axis=0)
+    n = values.shape[0]
+    out = []
+    for q in probs:
+        h = (n - 1) * float(q)
+        lo = int(np.floor(h))
+        hi = min(lo + 1, n - 1)
+        out.append(values[lo] + (h - lo) * (values[hi] - values[lo]))
+    if values.size and np.isnan(values).any():  # np.sort puts NaN last; np.quantile returns NaN there
+        bad = np.isnan(values).any(axis=0)
+        out = [np.where(bad, np.nan, o) for o in out]
+    return out
 
 
 def item_table(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] | None, spec: mdl.ModelSpec,

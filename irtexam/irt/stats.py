@@ -69,13 +69,12 @@ def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: ja
 
 def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
                  test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
-    jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
-    constrained = mdl.constrain(jparams, spec, design)
-    a = jnp.asarray(constrained["a"], dtype=jnp.float32)
-    sums = _binary_cell_sums(jnp.asarray(design.y, dtype=jnp.float32), jnp.asarray(train), jnp.asarray(test),
-                             jnp.asarray(constrained["theta"], dtype=jnp.float32), a,
-                             jnp.asarray(constrained["d"], dtype=jnp.float32),
-                             jnp.asarray(constrained["c"], dtype=jnp.float32), jnp.float32(baseline))
+    # transforms in NumPy (no eager JAX dispatch); the cell sums in one compiled pass
+    constrained = mdl.constrain({k: np.asarray(v, dtype=np.float64) for k, v in params.items()}, spec, design)
+    f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
+    sums = _binary_cell_sums(f32(design.y), np.asarray(train), np.asarray(test), f32(constrained["theta"]),
+                             f32(constrained["a"]), f32(constrained["d"]), f32(constrained["c"]),
+                             np.float32(baseline))
     return {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
 
 
