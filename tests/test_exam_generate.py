@@ -125,3 +125,24 @@ def test_filter_cli_cheap_chain(tmp_path, capsys):
     csv = (tmp_path / "r.csv").read_text()
     assert "self_containment,self_containment_3,1" in csv
     assert "longest answer" in capsys.readouterr().out
+
+
+def test_stop_strings_reach_the_llm_and_keep_the_item(tmp_path):
+    """A config `stop` list is passed to every generation call; items parse the same without the explanation."""
+    y = tmp_path / "g.yaml"
+    y.write_text('{"stop": ["\\nExplanation"]}\n')  # the demo writes JSON (valid YAML)
+    cfg = load_generation_config(y)
+    assert cfg.stop == ("\nExplanation",)
+    seen = []
+
+    class StoppingLLM(ScriptedLLM):
+        def generate(self, prompts, params=GenerationParams()):
+            seen.append(params.stop)
+            return [text.split(params.stop[0])[0] if params.stop else text
+                    for text in super().generate(prompts, params)]
+
+    cut, _ = generate_exam(chunks(4), StoppingLLM(), cfg)
+    full, _ = generate_exam(chunks(4), ScriptedLLM(), GenerationConfig())
+    assert seen and all(s == ("\nExplanation",) for s in seen)
+    assert [(i.question, i.choices, i.answer) for i in cut] == [(i.question, i.choices, i.answer) for i in full]
+    assert GenerationConfig(stop="END").stop == ("END",)

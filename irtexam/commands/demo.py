@@ -242,7 +242,9 @@ def run(args: argparse.Namespace) -> int:
     t = stage(3, "generate questions")
     raw_exam = out / "exam.generated.jsonl"
     config = out / "generation.yaml"  # (JSON is YAML): the paper's prompt on the first --doc-chars of each chunk
-    config.write_text(json.dumps({"max_doc_chars": args.doc_chars}) + "\n", encoding="utf-8")
+    # decoding stops before the explanation that follows the answer line (same items, ~half the tokens)
+    config.write_text(json.dumps({"max_doc_chars": args.doc_chars, "stop": ["\nExplanation"]}) + "\n",
+                      encoding="utf-8")
     generate = ["generate", args.corpus, "--llm", args.generator, "--out", str(raw_exam), "--config", str(config),
                 "--max-chunks", str(args.chunks), "--seed", str(args.seed), "--max-new-tokens",
                 str(args.max_new_tokens), "--dtype", dtype, *threads]

@@ -62,6 +62,11 @@ class GenerationConfig:
     temperature: float = 0.0
     extra_temperature: float = 0.7
     max_doc_chars: int = 4500
+    # Decoding ends at the first of these strings (the text before it is kept). ["\nExplanation"]
+    # skips the explanation the paper's prompt asks for after the answer line: on the 300 generations
+    # of data/real_run it changes no parsed question, choice or key and saves 53% of the characters
+    # (the item's ``explanation`` metadata is then empty). Off by default (the paper keeps it).
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.template in TEMPLATES:
@@ -69,6 +74,9 @@ class GenerationConfig:
         if "{documentation}" not in self.template:
             raise InputError("the generation template must contain {documentation} (and may use {task_domain}); "
                              "write literal braces as {{ and }}", column="template")
+        if isinstance(self.stop, str):
+            self.stop = (self.stop,)
+        self.stop = tuple(str(x) for x in self.stop)
         if self.questions_per_chunk < 1:
             raise InputError("questions_per_chunk must be >= 1", column="questions_per_chunk")
 
@@ -160,7 +168,7 @@ def generation_params(config: GenerationConfig, k: int) -> GenerationParams:
     """Decoding settings of question ``k`` of every chunk (greedy for k=0, seeded sampling after)."""
     return GenerationParams(max_new_tokens=config.max_new_tokens,
                             temperature=config.temperature if k == 0 else config.extra_temperature,
-                            seed=config.seed + k)
+                            seed=config.seed + k, stop=tuple(config.stop))
 
 
 def generate_exam(chunks: Sequence[Chunk], llm: LLM, config: GenerationConfig = GenerationConfig(),
