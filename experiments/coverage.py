@@ -10,14 +10,25 @@ whether the reported 90% intervals cover the truth, for
 and the share of observed examinee totals outside their 90% posterior predictive
 band (``irtexam.analysis.diagnostics.diagnose``), plus the replicated/observed mean.
 
-The truth is put on the fit's identification before comparing: sum-to-zero facet
-levels and abilities with standard deviation 1 across the examinees (theta / s,
-a * s, b / s with s the sd of the true abilities; the 1PL keeps its unit).
+Two designs for the truth (``--truth``):
+
+* ``prior`` (default; simulation-based calibration): every parameter is drawn from the
+  fitted model's own prior (irtexam.irt.model.ModelSpec): log a ~ N(log_a_loc, log_a_scale^2),
+  d ~ N(0, b_scale^2) (b = -d / a), c ~ Beta(c_prior), facet levels z ~ N(0, theta_scale^2)
+  in each facet's sum-to-zero basis, then scaled so the 60 abilities have sd 1 (the fit's
+  identification; the 1PL keeps its unit). Averaged over this prior a calibrated posterior
+  covers exactly 90%, so this is the check of the inference (MAP draws or NUTS).
+* ``generator``: ``irtexam.simulate``'s defaults (a ~ LogNormal(0, 0.35), b ~ N(0, 1),
+  c ~ Beta(5, 15), facet levels N(0, ``--facet-scale``^2) not standardised): items better
+  targeted than the prior's and a realised ability sd that varies between replications
+  (0.5-1.2 at facet scale 0.6). The truth is put on the fit's identification before
+  comparing (theta / s, a * s, b / s with s the sd of the true abilities).
 
     .venv/bin/python experiments/coverage.py --models 2pl,3pl --reps 20 --method map
-    .venv/bin/python experiments/coverage.py --models 2pl,3pl --reps 6 --method nuts
+    .venv/bin/python experiments/coverage.py --models 2pl,3pl --reps 5 --method nuts
+    .venv/bin/python experiments/coverage.py --models 2pl,3pl --reps 20 --truth generator
 
-Writes ``figures/coverage/coverage_<method>.csv`` and ``coverage_<method>.png``.
+Writes ``figures/coverage/coverage_<method>[_generator...].csv`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -48,13 +59,39 @@ def truth_on_fit_scale(truth: dict[str, np.ndarray], model: str) -> dict[str, np
     return out
 
 
+def truth_from_prior(model: str, n_items: int, seed: int):
+    """Responses and truth with every parameter drawn from the fitted model's prior (module docstring)."""
+    import irtexam
+    from irtexam.irt.model import ModelSpec
+
+    spec = ModelSpec(kind=model)
+    rng = np.random.default_rng(seed)
+    levels = {}
+    for facet, n in FACETS.items():
+        v = rng.normal(0.0, spec.theta_scale, n)
+        levels[facet] = v - v.mean()  # = basis z with z ~ N(0, theta_scale^2 I): same distribution
+    grid = np.meshgrid(*[np.arange(n) for n in FACETS.values()], indexing="ij")
+    theta = sum(levels[f][g.ravel()] for f, g in zip(FACETS, grid))
+    if spec.has_discrimination:  # the fit's identification: abilities with sd 1 across the examinees
+        s = float(np.sqrt(np.mean((theta - theta.mean()) ** 2)))
+        levels = {f: v / s for f, v in levels.items()}
+    a = np.exp(rng.normal(spec.log_a_loc, spec.log_a_scale, n_items)) if spec.has_discrimination else None
+    d = rng.normal(0.0, spec.b_scale, n_items)
+    b = -d / (a if a is not None else 1.0)
+    c = rng.beta(*spec.c_prior, n_items) if model == "3pl" else None
+    return irtexam.simulate(n_items, model=model, seed=seed, facets=FACETS, facet_effects=levels, a=a, b=b, c=c)
+
+
 def one_replication(model: str, n_items: int, seed: int, method: str, nuts_kwargs: dict,
-                    facet_scale: float = FACET_SCALE) -> dict[str, float]:
+                    facet_scale: float = FACET_SCALE, truth_design: str = "prior") -> dict[str, float]:
     """Fit one simulated data set and return the coverage of each quantity (fractions) and PPC numbers."""
     import irtexam
     from irtexam.analysis.diagnostics import diagnose
 
-    responses, truth = irtexam.simulate(n_items, model=model, seed=seed, facets=FACETS, facet_scale=facet_scale)
+    if truth_design == "prior":
+        responses, truth = truth_from_prior(model, n_items, seed)
+    else:
+        responses, truth = irtexam.simulate(n_items, model=model, seed=seed, facets=FACETS, facet_scale=facet_scale)
     target = truth_on_fit_scale(truth, model)
     started = time.perf_counter()
     result = irtexam.fit(responses, model=model, facets=list(FACETS), method=method, seed=seed, **nuts_kwargs)
@@ -93,7 +130,7 @@ def one_replication(model: str, n_items: int, seed: int, method: str, nuts_kwarg
     return row
 
 
-def plot(frame: pd.DataFrame, method: str, path: Path) -> None:
+def plot(frame: pd.DataFrame, method: str, path: Path, design: str = "") -> None:
     """Coverage per quantity and model with binomial 90% error bars; the 85-95% band shaded."""
     import matplotlib
     matplotlib.use("Agg")
@@ -112,7 +149,8 @@ def plot(frame: pd.DataFrame, method: str, path: Path) -> None:
     ax.set_xticks(np.arange(len(QUANTITIES)), QUANTITIES)
     ax.set_ylim(0.5, 1.0)
     ax.set_ylabel("share of 90% intervals\ncovering the truth")
-    ax.set_title(f"Interval coverage, method={method}, {len(frame) // max(len(models), 1)} replications per model")
+    ax.set_title(f"Interval coverage, method={method}, {len(frame) // max(len(models), 1)} replications per model"
+                 + (f"\n{design}" if design else ""), fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -130,27 +168,32 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--facet-scale", type=float, default=FACET_SCALE)
+    parser.add_argument("--facet-scale", type=float, default=FACET_SCALE, help="--truth generator only")
+    parser.add_argument("--truth", default="prior", choices=["prior", "generator"])
     args = parser.parse_args(argv)
     nuts_kwargs = ({"chains": args.chains, "warmup": args.warmup, "samples": args.samples}
                    if args.method == "nuts" else {})
     rows = []
     for model in args.models.split(","):
         for rep in range(args.reps):
-            row = one_replication(model, args.items, args.seed + rep, args.method, nuts_kwargs, args.facet_scale)
+            row = one_replication(model, args.items, args.seed + rep, args.method, nuts_kwargs, args.facet_scale,
+                                  args.truth)
             rows.append(row)
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                   flush=True)
     frame = pd.DataFrame(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tag = args.method if args.facet_scale == FACET_SCALE else f"{args.method}_facet_scale_{args.facet_scale:g}"
+    tag = args.method if args.truth == "prior" else f"{args.method}_generator"
+    if args.truth == "generator" and args.facet_scale != FACET_SCALE:
+        tag += f"_facet_scale_{args.facet_scale:g}"
     frame.to_csv(out / f"coverage_{tag}.csv", index=False)
     summary = frame.groupby("model")[list(QUANTITIES) + ["ppc outside", "ppc mean ratio"]].mean()
-    print(f"\n90% interval coverage, method={args.method}, facet scale {args.facet_scale}, {args.reps} replications "
+    design = "truth from the fit's prior" if args.truth == "prior" else f"irtexam.simulate, facet scale {args.facet_scale}"
+    print(f"\n90% interval coverage, method={args.method}, {design}, {args.reps} replications "
           f"x {args.items} items x 60 pipelines")
     print(summary.round(3).to_string())
-    plot(frame, args.method, out / f"coverage_{tag}.png")
+    plot(frame, args.method, out / f"coverage_{tag}.png", design)
     return frame
 
 

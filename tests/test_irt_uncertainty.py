@@ -266,10 +266,10 @@ def test_interval_coverage_small_simulation(tmp_path):
 
     frame = coverage.main(["--models", "2pl,3pl", "--reps", "6", "--items", "150", "--out", str(tmp_path)])
     means = frame[list(coverage.QUANTITIES)].mean()
-    # items cover 0.85-0.95 (20 replications: 0.90); facet levels under-cover with MAP and NUTS
-    # alike (0.75-0.86, issue-12 note), so their bound is looser until that is understood
-    assert (means[["item b", "item a"]] > 0.82).all() and (means < 0.98).all(), means
-    assert (means[["facet level", "facet contrast"]] > 0.65).all(), means
+    # truth drawn from the fit's prior (simulation-based calibration): 60 replications cover
+    # 0.87-0.90 (issue-12 note); 6 replications x 12 correlated facet levels are noisy
+    assert (means[["item b", "item a"]] > 0.84).all() and (means < 0.97).all(), means
+    assert (means[["facet level", "facet contrast"]] > 0.75).all(), means
     assert abs(frame["ppc mean ratio"].mean() - 1.0) < 0.01
 
 
