@@ -19,7 +19,17 @@ if [ -f "$stamp" ]; then
 fi
 # pip prints a line per package (Collecting / Downloading / Installing), so a first setup shows progress.
 # --progress-bar is an option of `pip install`, not a general one (pip 23 refuses it before the command).
-pip() { local cmd="$1"; shift; .venv/bin/python -m pip "$cmd" --disable-pip-version-check --progress-bar off "$@"; }
+# pip is silent while it unpacks and installs (44 s for the LLM stack on a fresh machine): a line every 10 s.
+pip() {
+    local cmd="$1"; shift
+    .venv/bin/python -m pip "$cmd" --disable-pip-version-check --progress-bar off "$@" &
+    local pid=$! waited=0
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1; waited=$((waited + 1))
+        if [ $((waited % 10)) -eq 0 ] && kill -0 "$pid" 2>/dev/null; then echo "setup: pip $cmd still running (${waited} s)"; fi
+    done
+    wait "$pid"
+}
 step() { echo "setup [$(date +%H:%M:%S)]: $*"; }
 step "upgrading pip in .venv/"
 pip install -q --upgrade pip >/dev/null

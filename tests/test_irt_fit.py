@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import jax
+from jax.flatten_util import ravel_pytree
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
@@ -169,7 +170,7 @@ def test_laplace_schur_equals_dense_inverse():
     params = {k: jnp.asarray(v) for k, v in result.params.items()}
     full = laplace_covariance(params, spec, design, design.mask, mode="full")
     # Dense Gauss-Newton/Fisher information from autodiff: J^T W J over cells + prior precision.
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    flat, unravel = ravel_pytree(params)
 
     def probs(f):
         constrained = mdl.constrain(unravel(f), spec, design)
@@ -200,7 +201,7 @@ def test_laplace_sd_close_to_observed_hessian():
     result = quiet_fit(responses, model="2pl")
     spec, design = result.spec, result.design
     params = {k: jnp.asarray(v) for k, v in result.params.items()}
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    flat, unravel = ravel_pytree(params)
     y, mask = jnp.asarray(design.y), jnp.asarray(design.mask)
     with jax.enable_x64(True):
         hessian = jax.hessian(lambda f: -mdl.log_posterior(unravel(f), spec, design, y, mask))(

@@ -242,10 +242,10 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
     root = PROPOSAL_SCALE * _sqrt_psd(cov.conditional_item_cov)                       # (I, k, k)
     t, log_q = _student_t(rng, (n_proposals, n_items, u0.shape[1]), STUDENT_DF)
     proposals = u0[None] + _apply_roots(root, t)                                      # (N, I, k)
-    theta = jnp.asarray(mdl.examinee_theta({k: jnp.asarray(v) for k, v in params.items()}, spec, design),
-                        dtype=jnp.float32)
-    y = jnp.asarray(design.y, dtype=jnp.float32)
-    m = jnp.asarray(mask)
+    theta = jax.device_put(np.asarray(mdl.examinee_theta({k: np.asarray(v, dtype=np.float64) for k, v in params.items()},
+                                                         spec, design), dtype=np.float32))
+    y = jax.device_put(np.asarray(design.y, dtype=np.float32))  # host -> device once, no eager JAX ops
+    m = jax.device_put(np.asarray(mask))
     observed = max(int(mask.sum()), 1)
     chunk = int(max(1, min(n_proposals, 2e7 // max(observed, design.n_items))))
     log_target = np.empty((n_proposals, n_items))
@@ -254,7 +254,7 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
         block = proposals[start:stop]
         if stop - start < chunk:  # pad to the chunk shape: one compiled kernel per fit size
             block = np.concatenate([block, np.repeat(block[-1:], chunk - (stop - start), axis=0)])
-        items = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in _split_items(block, cov).items()}
+        items = {k: np.asarray(v, dtype=np.float32) for k, v in _split_items(block, cov).items()}
         values = np.asarray(_item_log_target(items, theta, y, m, spec), dtype=np.float64)
         log_target[start:stop] = values[: stop - start]
     log_weights = (log_target - log_q).T                                                   # (I, N)

@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from jax.flatten_util import ravel_pytree
 from scipy import optimize
 
 from ..errors import IrtexamError
@@ -132,16 +131,16 @@ def lbfgs_map(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
     dtype = jnp.float64 if precision == "float64" else jnp.float32
     scale = 1.0 / max(float(mask.sum()), 1.0)
     with jax.enable_x64(precision == "float64"):
-        flat0, unravel = ravel_pytree({k: jnp.asarray(v, dtype=dtype) for k, v in init.items()})
-        y = jnp.asarray(design.y, dtype=dtype)
-        m = jnp.asarray(mask)
+        flat0, unravel = _ravel_params(init, dtype)
+        y = jax.device_put(np.asarray(design.y, dtype=dtype))  # host -> device once; no eager JAX ops
+        m = jax.device_put(np.asarray(mask))
 
         @jax.jit
         def objective(flat: jax.Array, y: jax.Array, m: jax.Array) -> tuple[jax.Array, jax.Array]:
             return jax.value_and_grad(lambda f: -mdl.log_posterior(unravel(f), spec, design, y, m) * scale)(flat)
 
         def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-            value, grad = objective(jnp.asarray(x, dtype=dtype), y, m)
+            value, grad = objective(np.asarray(x, dtype=dtype), y, m)
             return float(value), np.asarray(grad, dtype=np.float64)
 
         started = time.perf_counter()
@@ -149,11 +148,30 @@ def lbfgs_map(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                                    options={"maxiter": max_iter, "maxcor": 20,
                                             "ftol": 0.0 if precision == "float64" else 1e-9, "gtol": tol})
         max_gradient = float(np.abs(result.jac).max())
-        params = {k: np.asarray(v, dtype=np.float64) for k, v in unravel(jnp.asarray(result.x, dtype=dtype)).items()}
+        params = {k: np.asarray(v, dtype=np.float64) for k, v in unravel(np.asarray(result.x, dtype=np.float64)).items()}
     info = {"solver": "lbfgs", "converged": bool(result.success) or max_gradient < 100 * tol, "iterations": int(result.nit),
             "evaluations": int(result.nfev), "message": str(result.message), "objective": float(result.fun),
             "max_abs_gradient": max_gradient, "seconds": time.perf_counter() - started, "precision": precision}
     return params, info
+
+
+def _ravel_params(params: Mapping[str, Any], dtype: Any) -> tuple[np.ndarray, Any]:
+    """(flat host vector, unravel): the parameters in sorted-key order, as ``ravel_pytree`` lays them out.
+
+    ``unravel`` slices and reshapes, so it works on NumPy arrays (host, no JAX dispatch) and on
+    tracers inside the jitted objective alike.
+    """
+    keys = sorted(params)
+    shapes = [np.shape(params[k]) for k in keys]
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    offsets = np.cumsum([0] + sizes)
+    flat = np.concatenate([np.asarray(params[k], dtype=dtype).reshape(-1) for k in keys]) if keys \
+        else np.zeros(0, dtype=dtype)
+
+    def unravel(vector: Any) -> dict[str, Any]:
+        return {k: vector[offsets[j]:offsets[j + 1]].reshape(shapes[j]) for j, k in enumerate(keys)}
+
+    return flat, unravel
 
 
 # ----------------------------------------------------------------------------- NUTS
