@@ -246,20 +246,14 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     mode: "full" (exact Schur complement), "blockwise" (no item/person coupling) or
     "auto" (full unless n_items * k * P^2 exceeds ~2e9 operations, e.g. 2000 items x 500 examinees).
     """
-    params = {k: np.asarray(v) for k, v in params.items()}  # host arrays: JAX only inside the compiled parts
+    # host float64 arrays: JAX runs only inside the compiled parts (no eager dispatch)
+    params = {key: np.asarray(value, dtype=np.float64) for key, value in params.items()}
     item_keys, item_slices, k = _item_layout(params)
     person_keys, person_slices, n_person = _person_layout(params)
     n_items, n_examinees = design.n_items, design.n_examinees
 
-    numpy_params = {key: np.asarray(value, dtype=np.float64) for key, value in params.items()}
-    u = np.concatenate([numpy_params[key].reshape(n_items, -1) for key in item_keys], axis=1)
-    eta = examinee_theta(numpy_params, spec, design)  # NumPy: no eager JAX dispatch
-
-    def person_vector_to_params(phi: jax.Array) -> dict[str, jax.Array]:
-        out = {}
-        for key in person_keys:
-            out[key] = phi[person_slices[key]].reshape(params[key].shape)
-        return out
+    u = np.concatenate([params[key].reshape(n_items, -1) for key in item_keys], axis=1)
+    eta = examinee_theta(params, spec, design)
 
     if not spec.facets and not fixes_scale(spec):
         # 1PL: theta = raw - mean(raw): dtheta/draw = I - 11^T/n

@@ -305,8 +305,8 @@ def facet_tables(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray
             stats = {"sd": diff * np.nan, "low": diff * np.nan, "high": diff * np.nan, "prob_greater": diff * np.nan}
         else:
             d = values[:, k] - values[:, j]
-            stats = {"sd": d.std(axis=0, ddof=1), "low": np.quantile(d, LOW_Q, axis=0),
-                     "high": np.quantile(d, HIGH_Q, axis=0), "prob_greater": (d > 0).mean(axis=0)}
+            low, high = draw_quantiles(d, (LOW_Q, HIGH_Q))
+            stats = {"sd": d.std(axis=0, ddof=1), "low": low, "high": high, "prob_greater": (d > 0).mean(axis=0)}
         contrast_rows.append(pd.DataFrame({"facet": facet, "level": np.asarray(levels)[k],
                                            "reference": np.asarray(levels)[j], "diff": diff, **stats}))
     return pd.concat(level_rows, ignore_index=True), pd.concat(contrast_rows, ignore_index=True)
