@@ -49,15 +49,28 @@ CACHE = OUT / "cache"
 NAMED_IN_ISSUE = ("warm-standby-failover#0/q0", "auth-delay#0/q0", "app-initdb#11/q0", "app-psql#9/q0",
                   "monitoring-stats#93/q0", "monitoring-stats#94/q0", "runtime-config-compatible#1/q0")
 SAMPLE_SEED, SAMPLE_SIZE = 16, 45
+# (source tag, seed, size): each draw is random.Random(seed).sample of the item ids (file order)
+# not named in the issue and not drawn before; the fresh samples were labelled after the
+# verifier's rules were fixed (seed 17) and before any of its verdicts were looked at (seed 18)
+SAMPLES = (("random_seed16", SAMPLE_SEED, SAMPLE_SIZE), ("fresh_seed17", 17, 20), ("fresh_seed18", 18, 40))
+
+
+def hand_label_draws(ids: list[str]) -> dict[str, list[str]]:
+    """source tag -> its hand-labelled item ids: those named in issue 16, then the seeded samples in turn."""
+    draws = {"named_in_issue": list(NAMED_IN_ISSUE)}
+    for source, seed, size in SAMPLES:
+        taken = {i for drawn in draws.values() for i in drawn}
+        draws[source] = random.Random(seed).sample([i for i in ids if i not in taken], size)
+    return draws
 
 
 def hand_label_sample(ids: list[str]) -> list[str]:
-    """The hand-labelled items: those named in issue 16, then a seeded sample of the rest (file order)."""
-    rest = [i for i in ids if i not in NAMED_IN_ISSUE]
-    return list(NAMED_IN_ISSUE) + random.Random(SAMPLE_SEED).sample(rest, SAMPLE_SIZE)
+    """The hand-labelled items in hand_labels.csv order: named in issue 16, then seeds 16, 17, 18."""
+    return [i for drawn in hand_label_draws(ids).values() for i in drawn]
 
 
-SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16")  # the run got slow: fresh sample second
+# the run got slow: the fresh sample second (seed 18 was drawn after the run)
+SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16", "fresh_seed18")
 
 
 def run_order(items: list) -> list:
@@ -195,20 +208,25 @@ def precision_recall(truth: list[bool], predicted: list[bool]) -> dict[str, floa
 
 
 def hand_label_scores(report: "pd.DataFrame", flags: "pd.DataFrame", labels: dict[str, dict[str, str]],
-                      subset: str | None = None) -> dict:
-    """P/R of the verifier's non-keep verdicts and of wrong_key_flag against the hand labels,
-    and the share of hand-judged sound items the verifier keeps."""
-    rows = [r for r in labels.values() if subset is None or r["source"] == subset]
+                      subset: str | tuple[str, ...] | None = None) -> dict:
+    """P/R of the verifier's non-keep verdicts (a re-keyed item counts as non-keep: its verdict
+    is wrong_key) and of wrong_key_flag against the hand labels (flawed = label != sound), and
+    the share of hand-judged sound items the verifier keeps; ``subset``: one source tag or several."""
+    sources = (subset,) if isinstance(subset, str) else subset
+    rows = [r for r in labels.values() if sources is None or r["source"] in sources]
     ids = [r["item"] for r in rows]
     truth = [r["label"] != "sound" for r in rows]
     verdict = report.set_index("item").loc[ids, "verdict"].tolist()
     verifier = [v != "keep" for v in verdict]
     irt = [bool(x) for x in flags.loc[ids, "wrong_key_flag"]]
     sound = [v for v, t in zip(verdict, truth) if not t]
+    sound_flags = [f for f, t in zip(irt, truth) if not t]
     return {"n": len(rows), "n_flawed": sum(truth), "n_sound": len(sound),
             "verifier": precision_recall(truth, verifier), "irt_wrong_key_flag": precision_recall(truth, irt),
             "verifier_or_irt": precision_recall(truth, [a or b for a, b in zip(verifier, irt)]),
-            "sound_kept_share": sum(v == "keep" for v in sound) / len(sound) if sound else float("nan")}
+            "sound_kept_share": sum(v == "keep" for v in sound) / len(sound) if sound else float("nan"),
+            "irt_sound_unflagged_share": (sum(not f for f in sound_flags) / len(sound_flags) if sound_flags
+                                          else float("nan"))}
 
 
 def irt_flags(result) -> "pd.DataFrame":
@@ -394,8 +412,15 @@ def _fmt_pr(d: dict) -> str:
 def stage_analyze(_: argparse.Namespace) -> None:
     import pandas as pd
 
+    from irtexam.exam.schema import read_exam
+
     report = pd.read_csv(OUT / "report.csv", keep_default_na=False)
     labels = read_hand_labels()
+    draws = hand_label_draws([it.id for it in read_exam(DATA / "exam.jsonl")])
+    for source, drawn in draws.items():  # hand_labels.csv holds exactly the seeded draws
+        held = {i for i, r in labels.items() if r["source"] == source}
+        if held and held != set(drawn):
+            raise SystemExit(f"hand_labels.csv: the {source} rows are not the items hand_label_draws() gives")
     missing = [i for i in labels if i not in set(report["item"])]
     if missing:  # a partial run: score the verified hand-labelled items only, and say so
         print(f"note: {len(missing)} of {len(labels)} hand-labelled items are not verified yet; scoring the "
@@ -414,14 +439,20 @@ def stage_analyze(_: argparse.Namespace) -> None:
     matched = matched_heldout(all_long, kept_ids, rescored_responses(kept_ids, rekeyed))
     scores = {"all": hand_label_scores(report, base_flags, labels),
               "first sample, random part (seed 16)": hand_label_scores(report, base_flags, labels, "random_seed16"),
-              "fresh sample (seed 17)": hand_label_scores(report, base_flags, labels, "fresh_seed17")}
+              "fresh sample (seed 17)": hand_label_scores(report, base_flags, labels, "fresh_seed17"),
+              "fresh sample (seed 18, labelled blind to the verdicts)":
+                  hand_label_scores(report, base_flags, labels, "fresh_seed18"),
+              "fresh samples (seeds 17 + 18)":
+                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18"))}
     conf = confusion(report, base_flags)
     by_label = label_table(report, labels)
+    by_label_18 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed18"})
     figures = plot(report, base_flags, base_result, kept_result)
     counts = report["verdict"].value_counts().reindex(["keep", *FLAWED], fill_value=0).to_dict()
     payload = {"verified": len(report), "unverified": len(unverified), "verdicts": counts, "rekeyed": len(rekeyed),
                "kept": len(kept_ids), "hand_labels": scores,
                "confusion": conf.to_dict(orient="records"), "hand_label_x_verdict": by_label.to_dict(),
+               "hand_label_x_verdict_fresh_seed18": by_label_18.to_dict(),
                "fit_all_items": base, "fit_kept_items": kept, "fit_keep_verdict_only": strict,
                "matched_heldout_loglik_per_cell": matched,
                "facet_ranking_changed": {f: base["facet_ranking"][f] != kept["facet_ranking"][f]
@@ -435,9 +466,11 @@ def stage_analyze(_: argparse.Namespace) -> None:
     for name, sc in scores.items():
         lines += [f"## Hand labels ({name}: {sc['n']} items, {sc['n_flawed']} flawed, {sc['n_sound']} sound)", "",
                   f"* verifier non-keep: {_fmt_pr(sc['verifier'])}; keeps {sc['sound_kept_share']:.0%} of sound items",
-                  f"* IRT wrong_key_flag: {_fmt_pr(sc['irt_wrong_key_flag'])}",
+                  f"* IRT wrong_key_flag: {_fmt_pr(sc['irt_wrong_key_flag'])}; leaves "
+                  f"{sc['irt_sound_unflagged_share']:.0%} of sound items unflagged",
                   f"* verifier or IRT flag: {_fmt_pr(sc['verifier_or_irt'])}", ""]
     lines += ["## Hand label x verdict", "", markdown(by_label), "",
+              "Fresh sample (seed 18) alone:", "", markdown(by_label_18), "",
               "## Verdict x IRT flags (fit on all 202 items)", "", markdown(conf, index=False), "",
               "Verifier x IRT flag (2 x 2):", "", markdown(two_by_two(report, base_flags, "wrong_key_flag")), "",
               markdown(two_by_two(report, base_flags, "any_flag")), "",
