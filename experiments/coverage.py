@@ -13,8 +13,10 @@ band (``irtexam.analysis.diagnostics.diagnose``), plus the replicated/observed m
 Two designs for the truth (``--truth``):
 
 * ``prior`` (default; simulation-based calibration): every parameter is drawn from the
-  fitted model's own prior (irtexam.irt.model.ModelSpec): log a ~ N(log_a_loc, log_a_scale^2),
-  d ~ N(0, b_scale^2) (b = -d / a), c ~ Beta(c_prior), facet levels z ~ N(0, theta_scale^2)
+  fitted model's own prior (irtexam.irt.model.ModelSpec): the learned prior centres from
+  their hyperpriors (mu_d ~ N(0, b_scale^2), mu_c ~ N(logit(1 / n_choices), 1)), then
+  log a ~ N(log_a_loc, log_a_scale^2), d ~ N(mu_d, b_scale^2) (b = -d / a),
+  c ~ Beta(kappa sigmoid(mu_c), kappa (1 - sigmoid(mu_c))), facet levels z ~ N(0, theta_scale^2)
   in each facet's sum-to-zero basis, then scaled so the 60 abilities have sd 1 (the fit's
   identification; the 1PL keeps its unit). Averaged over this prior a calibrated posterior
   covers exactly 90%, so this is the check of the inference (MAP draws or NUTS).
@@ -62,7 +64,7 @@ def truth_on_fit_scale(truth: dict[str, np.ndarray], model: str) -> dict[str, np
 def truth_from_prior(model: str, n_items: int, seed: int):
     """Responses and truth with every parameter drawn from the fitted model's prior (module docstring)."""
     import irtexam
-    from irtexam.irt.model import ModelSpec
+    from irtexam.irt.model import ModelSpec, hyper_names, hyper_prior, item_prior_locations
 
     spec = ModelSpec(kind=model)
     rng = np.random.default_rng(seed)
@@ -75,10 +77,13 @@ def truth_from_prior(model: str, n_items: int, seed: int):
     if spec.has_discrimination:  # the fit's identification: abilities with sd 1 across the examinees
         s = float(np.sqrt(np.mean((theta - theta.mean()) ** 2)))
         levels = {f: v / s for f, v in levels.items()}
+    # the learned prior centres (ModelSpec.item_prior = "hierarchical") from their hyperpriors first
+    hyper = {name: rng.normal(*loc_scale) for name, loc_scale in hyper_prior(spec).items() if name in hyper_names(spec)}
+    loc = item_prior_locations(spec, hyper)
     a = np.exp(rng.normal(spec.log_a_loc, spec.log_a_scale, n_items)) if spec.has_discrimination else None
-    d = rng.normal(0.0, spec.b_scale, n_items)
+    d = rng.normal(loc["d"], spec.b_scale, n_items)
     b = -d / (a if a is not None else 1.0)
-    c = rng.beta(*spec.c_prior, n_items) if model == "3pl" else None
+    c = rng.beta(*loc["c"], n_items) if model == "3pl" else None
     return irtexam.simulate(n_items, model=model, seed=seed, facets=FACETS, facet_effects=levels, a=a, b=b, c=c)
 
 

@@ -118,10 +118,15 @@ def test_degenerate_matrices_give_finite_estimates(case, model):
 def test_extrapolation_factor_hand_values():
     # parallel changes shrinking by rho = 0.8: remaining distance = 0.8 / 0.2 = 4 more changes
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.8, 0.0])) == pytest.approx(4.0)
-    # not parallel, growing, or barely shrinking (rho > 0.95: capped risk) -> no extrapolation
+    # rho = 0.99 (the common shift of the discriminations and their learned centre): 99 more changes
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.99, 0.0])) == pytest.approx(99.0)
+    # not parallel, growing, or barely shrinking (rho > RHO_MAX: capped risk) -> no extrapolation
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.6, 0.6])) == 0.0
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([1.2, 0.0])) == 0.0
-    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.99, 0.0])) == 0.0
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.999, 0.0])) == 0.0
+    # the stopping rule's ratio: parallel changes shrinking by 0.9; orthogonal ones -> 0
+    assert alt._convergence_ratio(np.array([1.0, 1.0]), np.array([0.9, 0.9])) == pytest.approx(0.9)
+    assert alt._convergence_ratio(np.array([1.0, 0.0]), np.array([0.0, 0.5])) == 0.0
 
 
 def test_extrapolation_lands_on_the_same_optimum():

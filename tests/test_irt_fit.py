@@ -167,10 +167,16 @@ def test_laplace_schur_equals_dense_inverse():
     responses, _ = irtexam.simulate(25, 30, model="3pl", seed=3, missing=0.2)
     result = quiet_fit(responses, model="3pl")
     spec, design = result.spec, result.design
-    params = {k: jnp.asarray(v) for k, v in result.params.items()}
-    full = laplace_covariance(params, spec, design, design.mask, mode="full")
-    # Dense Gauss-Newton/Fisher information from autodiff: J^T W J over cells + prior precision.
-    flat, unravel = ravel_pytree(params)
+    hyper = {k: jnp.asarray(v) for k, v in result.params.items() if k in mdl.HYPER_KEYS}
+    assert set(hyper) == {"mu_d", "mu_c"}
+    params = {k: jnp.asarray(v) for k, v in result.params.items() if k not in hyper}
+    full = laplace_covariance({**params, **hyper}, spec, design, design.mask, mode="full")
+    # Dense Gauss-Newton/Fisher information from autodiff: J^T W J over cells + prior precision,
+    # the learned prior centres held at their mode (empirical Bayes, as the Laplace step does).
+    flat, unravel_params = ravel_pytree(params)
+
+    def unravel(f):
+        return {**unravel_params(f), **hyper}
 
     def probs(f):
         constrained = mdl.constrain(unravel(f), spec, design)

@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-choices", type=int, default=4, help="answer choices per item (prior mean of c = 1/n)")
     parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
     parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
+    parser.add_argument("--item-prior", default="hierarchical", choices=["hierarchical", "fixed"],
+                        help="hierarchical (default): the centres of the priors on log a, d and c are learned "
+                             "from the exam; fixed: centred on a = 1, d = 0, c = 1/n-choices")
     parser.add_argument("--heldout", type=float, default=0.0,
                         help="fraction of observed cells to hold out and score (e.g. 0.1)")
     parser.add_argument("--chains", type=int, default=4)
@@ -54,6 +57,12 @@ def format_summary(result) -> str:
     items = result.items
     lines.append(f"  a: median {items['a'].median():.2f}; b: {items['b'].min():.2f}..{items['b'].max():.2f}"
                  + (f"; c: median {items['c'].median():.2f}" if "c" in items else ""))
+    prior = stats.get("item_prior") or {}
+    if prior.get("kind") == "hierarchical":
+        parts = [f"{name} {prior[key]:.2f}" for key, name in (("d_location", "d centre"),
+                                                              ("b1_location", "b1 centre"), ("c_mean", "c mean"))
+                 if key in prior]
+        lines.append("  item priors learned from the exam: " + ", ".join(parts))
     if result.facets is not None:
         for facet, group in result.facets.groupby("facet", sort=False):
             ranked = group.sort_values("theta", ascending=False)
@@ -99,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         result = fit(responses, model=args.model, facets=facets, method=args.method, seed=args.seed,
                      guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
-                     residual=args.residual, heldout=args.heldout, chains=args.chains, warmup=args.warmup,
+                     residual=args.residual, item_prior=args.item_prior, heldout=args.heldout,
+                     chains=args.chains, warmup=args.warmup,
                      samples=args.samples, target_accept=args.target_accept, progress=args.method == "nuts")
     out = result.save(args.out)
     print(format_summary(result))

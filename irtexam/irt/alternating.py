@@ -42,9 +42,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .model import Design, ModelSpec, item_prior_terms, item_slopes_and_floors
+from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_log_prior, item_log_prior, item_prior_locations,
+                    item_prior_terms, item_slopes_and_floors)
 
 Array = jax.Array
+RHO_MAX, FACTOR_MAX = 0.995, 100.0  # extrapolation: slowest convergence ratio trusted, largest jump
 
 
 def supports(spec: ModelSpec) -> bool:
@@ -121,6 +123,53 @@ def solve_small_spd(matrix: Array, rhs: Array) -> Array:
     return x * scale
 
 
+def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[str, ...], info: Array,
+                      grad: Array, newton: Array) -> tuple[Array, dict[str, Array]]:
+    """Newton step for the items and the hyperparameters of their priors together (abilities fixed).
+
+    The precision of (u_1..u_I, mu) is arrowhead: per-item blocks D_i (information + prior
+    precision), the hyperparameters' block E, and couplings B_i (k x h) of item parameter k
+    with the hyperparameter that locates its prior: -1 / s^2 for normal priors
+    (d2 log N(u | mu, s^2) / du dmu = 1 / s^2) and -kappa m (1 - m) for logit c
+    (d2 / du dmu_c of the Beta-logit density). By the Schur complement
+    (E - sum_i B_i^T D_i^-1 B_i) delta_mu = g_mu - sum_i B_i^T D_i^-1 g_i and
+    delta_i = D_i^-1 (g_i - B_i delta_mu). Alternating item and hyperparameter updates instead
+    converges along the common shift of all items and their centre at a rate close to 1
+    (800 sweeps on an 80-item 2PL). E and g_mu come from autodiff of the hyperparameters'
+    own log density (items fixed).
+    """
+    keys = tuple(HYPER_OF[name] for name in names if HYPER_OF.get(name, "") in items)
+    n_items = grad.shape[0]
+    hyper = jnp.stack([items[key] for key in keys])
+
+    def hyper_log_density(h: Array) -> Array:
+        values = dict(zip(keys, h))
+        return (item_log_prior({n: items[n] for n in names}, spec, values).sum() + hyper_log_prior(values, spec))
+
+    g_mu = jax.grad(hyper_log_density)(hyper)
+    e_mu = -jax.hessian(hyper_log_density)(hyper)
+    columns = []
+    for key in keys:
+        column = []
+        for name in names:
+            if HYPER_OF.get(name) != key:
+                column.append(jnp.zeros(n_items, dtype=grad.dtype))
+            elif name == "c":
+                alpha, beta = item_prior_locations(spec, {"mu_c": items["mu_c"]})["c"]
+                mean = alpha / (alpha + beta)
+                column.append(jnp.full(n_items, -spec.c_concentration * mean * (1.0 - mean), dtype=grad.dtype))
+            else:
+                scale = spec.log_a_scale if name == "a" else spec.b_scale
+                column.append(jnp.full(n_items, -1.0 / scale ** 2, dtype=grad.dtype))
+        columns.append(jnp.stack(column, axis=-1))                      # (I, k)
+    coupling = jnp.stack(columns, axis=-1)                               # (I, k, h)
+    solved = jnp.stack([solve_small_spd(info, coupling[..., j]) for j in range(len(keys))], axis=-1)  # D^-1 B
+    schur = e_mu - jnp.einsum("ikh,ikl->hl", coupling, solved)
+    rhs = g_mu - jnp.einsum("ikh,ik->h", coupling, newton)
+    delta_mu = jnp.linalg.solve(schur, rhs)
+    return newton - jnp.einsum("ikh,h->ik", solved, delta_mu), dict(zip(keys, delta_mu))
+
+
 def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec: ModelSpec,
               damping: Array, previous: Array) -> tuple[dict[str, Array], Array, Array, Array]:
     """One Fisher-scoring step for every item (abilities fixed).
@@ -143,7 +192,11 @@ def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec
     info = binary_item_information(a, c, s, w, slope, theta, names)
     info = info + jax.vmap(jnp.diag)(jnp.stack([prior_precision[r] for r in names], axis=-1))
     grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)
-    newton = jnp.clip(solve_small_spd(info, grad), -2.0, 2.0)
+    newton = solve_small_spd(info, grad)
+    hyper_step = None
+    if any(HYPER_OF.get(name, "") in items for name in names):
+        newton, hyper_step = _joint_hyper_step(items, spec, names, info, grad, newton)
+    newton = jnp.clip(newton, -2.0, 2.0)
     scaled = newton * jnp.sqrt(jnp.diagonal(info, axis1=1, axis2=2))  # in standard-error units
     # Oscillation guard: an item whose step reverses direction (3PL items with a weakly
     # identified guessing parameter can cycle under Fisher scoring) has its damping halved.
@@ -151,6 +204,8 @@ def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec
     damping = jnp.where(reversed_, 0.5 * damping, jnp.minimum(1.0, 1.5 * damping))
     step = damping[:, None] * newton
     new = {**items, **{name: items[name] + step[:, k] for k, name in enumerate(names)}}
+    if hyper_step is not None:
+        new.update({key: items[key] + jnp.clip(value, -1.0, 1.0) for key, value in hyper_step.items()})
     return new, damping, scaled, jnp.max(jnp.abs(damping[:, None] * scaled), axis=1)
 
 
@@ -194,8 +249,10 @@ def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spe
 
 
 def _flat_state(items: Mapping[str, Array], theta: Array, names: tuple[str, ...]) -> np.ndarray:
-    """Items (in step order) and abilities as one float64 vector on the host."""
-    return np.concatenate([np.asarray(items[name], dtype=np.float64) for name in names]
+    """Items (in step order), the hyperparameters of a learned item prior and the abilities as one
+    float64 vector on the host."""
+    hyper = [np.atleast_1d(np.asarray(items[k], dtype=np.float64)) for k in HYPER_KEYS if k in items]
+    return np.concatenate([np.asarray(items[name], dtype=np.float64) for name in names] + hyper
                           + [np.asarray(theta, dtype=np.float64)])
 
 
@@ -206,7 +263,11 @@ def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[st
     out = dict(items)
     for k, name in enumerate(names):
         out[name] = np.asarray(state[k * n_items:(k + 1) * n_items], dtype=dtype)
-    theta = state[len(names) * n_items:]
+    position = len(names) * n_items
+    for key in (k for k in HYPER_KEYS if k in items):
+        out[key] = np.asarray(state[position], dtype=dtype)
+        position += 1
+    theta = state[position:]
     mean = theta.mean()
     sd = max(float(theta.std()), 1e-6) if spec.has_discrimination else 1.0
     a = np.exp(np.asarray(out["a"], dtype=np.float64)) if "a" in out else 1.0
@@ -216,6 +277,17 @@ def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[st
     return out, np.asarray((theta - mean) / sd, dtype=dtype)
 
 
+def _convergence_ratio(previous: np.ndarray | None, current: np.ndarray) -> float:
+    """rho = |current| / |previous| when two successive changes are parallel (cosine > 0.99), else 0;
+    at most 0.999. Linear convergence at rate rho leaves current * rho / (1 - rho) to go."""
+    if previous is None:
+        return 0.0
+    norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
+    if norm_prev == 0.0 or norm_cur == 0.0 or float(previous @ current) < 0.99 * norm_prev * norm_cur:
+        return 0.0
+    return min(norm_cur / norm_prev, 0.999)
+
+
 def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
     """How far to extrapolate along ``current`` when successive sweeps move in one direction.
 
@@ -223,16 +295,18 @@ def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
     common shift of the discriminations against the ability spread): successive changes
     are parallel and shrink by a ratio rho, so the remaining distance is
     current * rho / (1 - rho) (Aitken's delta-squared along the mode). Returns that factor,
-    or 0 when the changes are not parallel (cosine < 0.995) or rho is outside (0.5, 0.95).
+    or 0 when the changes are not parallel (cosine < 0.995) or rho is outside (0.5, RHO_MAX).
+    With learned item-prior centres the common shift of all discriminations and their centre
+    converges at rho ~ 0.99 (only the likelihood holds it), hence RHO_MAX = 0.995.
     """
     norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
     if norm_prev == 0.0 or norm_cur == 0.0:
         return 0.0
     cosine = float(previous @ current) / (norm_prev * norm_cur)
     rho = norm_cur / norm_prev
-    if cosine < 0.995 or not 0.5 < rho < 0.95:
+    if cosine < 0.995 or not 0.5 < rho < RHO_MAX:
         return 0.0
-    return min(rho / (1.0 - rho), 10.0)
+    return min(rho / (1.0 - rho), FACTOR_MAX)
 
 
 def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Mapping[str, np.ndarray], *,
@@ -254,7 +328,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         # dispatch, and on a first fit load, a kernel of its own)
         y = jax.device_put(np.asarray(design.y, dtype=dtype))  # on the device once, not at every sweep
         m = jax.device_put(np.asarray(mask))
-        items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec)}
+        items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec) + HYPER_KEYS if k in init}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
         if spec.has_discrimination and raw.std() < 1e-8:
             # every examinee starts alike (e.g. identical scores): any spread pattern must start somewhere
@@ -268,7 +342,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         theta_damping = np.ones(design.n_examinees, dtype=dtype)
         theta_previous = np.zeros(design.n_examinees, dtype=dtype)
         names = _item_columns(spec)
-        sweeps, largest, extrapolations, wait = 0, np.inf, 0, 0
+        sweeps, largest, remaining, extrapolations, wait = 0, np.inf, np.inf, 0, 0
         history = []
         state = _flat_state(items, theta, names)
         change = None
@@ -278,11 +352,14 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
             items, theta, theta_damping, theta_previous, moved_theta = step_theta(
                 items, theta, y, m, spec, theta_damping, theta_previous)
             largest = max(float(np.max(np.asarray(moved_items))), float(moved_theta))
-            history.append(largest)
-            if largest < tol:
-                break
             new_state = _flat_state(items, theta, names)
             new_change = new_state - state
+            # along a slow mode (successive changes parallel, shrinking by rho) the optimum is still
+            # largest * rho / (1 - rho) away: stop on that distance, not on the last move alone
+            remaining = largest / (1.0 - _convergence_ratio(change, new_change))
+            history.append(largest)
+            if remaining < tol:
+                break
             state, wait = new_state, max(wait - 1, 0)
             if extrapolate and change is not None and wait == 0 and largest < 0.1:
                 factor = _extrapolation_factor(change, new_change)
@@ -293,7 +370,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
             change = new_change
         params = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
         params["theta_raw"] = np.asarray(theta, dtype=np.float64)
-    info = {"converged": bool(largest < tol), "iterations": sweeps, "evaluations": 2 * sweeps,
+    info = {"converged": bool(remaining < tol), "iterations": sweeps, "evaluations": 2 * sweeps,
             "message": f"alternating Fisher scoring: largest move {largest:.2g} standard errors after {sweeps} sweeps "
                        f"({extrapolations} extrapolations)",
             "max_move_se": largest, "seconds": time.perf_counter() - started, "precision": precision,

@@ -210,14 +210,14 @@ def _split_items(flat: np.ndarray, cov: LaplaceCovariance) -> dict[str, np.ndarr
 
 @partial(jax.jit, static_argnames=("spec",))
 def _item_log_target(items: Mapping[str, jax.Array], theta: jax.Array, y: jax.Array, mask: jax.Array,
-                     spec: mdl.ModelSpec) -> jax.Array:
-    """log L_i(u_i, theta) + log p(u_i) for a chunk of proposals: items (C, I[, w]) -> (C, I)."""
+                     spec: mdl.ModelSpec, hyper: Mapping[str, jax.Array]) -> jax.Array:
+    """log L_i(u_i, theta) + log p(u_i | hyper) for a chunk of proposals: items (C, I[, w]) -> (C, I)."""
     params = mdl.item_params(items, spec)
     cell_items = kinds.ItemParams(a=params.a[..., None], b=params.b[..., None],
                                   c=None if params.c is None else params.c[..., None],
                                   thresholds=None if params.thresholds is None else params.thresholds[..., None, :])
     cells = kinds.cell_loglik(y[None], theta[None, None, :], cell_items, pairwise=True)
-    return jnp.where(mask[None], cells, 0.0).sum(axis=-1) + mdl.item_log_prior(items, spec)
+    return jnp.where(mask[None], cells, 0.0).sum(axis=-1) + mdl.item_log_prior(items, spec, hyper)
 
 
 def _student_t(rng: np.random.Generator, shape: tuple[int, ...], df: float) -> tuple[np.ndarray, np.ndarray]:
@@ -246,6 +246,7 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
                                                          spec, design), dtype=np.float32))
     y = jax.device_put(np.asarray(design.y, dtype=np.float32))  # host -> device once, no eager JAX ops
     m = jax.device_put(np.asarray(mask))
+    hyper = {k: np.asarray(params[k], dtype=np.float32) for k in mdl.HYPER_KEYS if k in params}  # held at the mode
     observed = max(int(mask.sum()), 1)
     chunk = int(max(1, min(n_proposals, 2e7 // max(observed, design.n_items))))
     log_target = np.empty((n_proposals, n_items))
@@ -255,7 +256,7 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
         if stop - start < chunk:  # pad to the chunk shape: one compiled kernel per fit size
             block = np.concatenate([block, np.repeat(block[-1:], chunk - (stop - start), axis=0)])
         items = {k: np.asarray(v, dtype=np.float32) for k, v in _split_items(block, cov).items()}
-        values = np.asarray(_item_log_target(items, theta, y, m, spec), dtype=np.float64)
+        values = np.asarray(_item_log_target(items, theta, y, m, spec, hyper), dtype=np.float64)
         log_target[start:stop] = values[: stop - start]
     log_weights = (log_target - log_q).T                                                   # (I, N)
     log_weights = np.where(np.isfinite(log_weights), log_weights, -np.inf)

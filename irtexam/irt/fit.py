@@ -56,7 +56,7 @@ def _warm_start(init: "FitResult | Mapping[str, np.ndarray] | None", spec: mdl.M
         elif key in ("theta_raw", "resid") and cols:
             new_idx, old_idx = map(np.array, zip(*cols))
             value[new_idx] = old[old_idx]
-        elif old.shape == value.shape and key.startswith(("z_", "sigma")):
+        elif old.shape == value.shape and key.startswith(("z_", "sigma", "mu_")):
             value[...] = old
     return start
 
@@ -221,7 +221,7 @@ def unconstrain_draws(draws: Mapping[str, np.ndarray], spec: mdl.ModelSpec) -> d
             out[key] = np.log(value) - np.log1p(-value)
         elif key in ("gap", "sigma_resid"):
             out[key] = np.log(value)
-        elif key in ("d", "b1", "theta_raw", "resid") or key.startswith("z_"):
+        elif key in ("d", "b1", "theta_raw", "resid") or key.startswith(("z_", "mu_")):
             out[key] = value
     return out
 
@@ -279,7 +279,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         identify: str = "sum-to-zero", residual: bool = False, init: FitResult | Mapping | None = None,
         heldout: float = 0.0, se: bool | str = True, chains: int = 4, warmup: int = 500, samples: int = 500,
         target_accept: float = 0.9, progress: bool = False, max_iter: int = 5000, draws: int = 500,
-        correct_draws: bool = True, spec: mdl.ModelSpec | None = None) -> FitResult:
+        correct_draws: bool = True, item_prior: str = "hierarchical", spec: mdl.ModelSpec | None = None) -> FitResult:
     """Fit an IRT model to a response matrix.
 
     Model: P(X=1 | theta, a, b, c) = c + (1 - c) / (1 + exp(-a (theta - b))) ("3pl";
@@ -308,6 +308,9 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         se: uncertainty for MAP (True, "full", "blockwise"; False: point estimates only).
         draws: number of posterior draws of a MAP fit.
         correct_draws: importance-correct the MAP's Laplace draws (True) or keep them Gaussian.
+        item_prior: "hierarchical" (the centres of the priors on log a, d and c are learned from the
+            exam; see :class:`irtexam.irt.model.ModelSpec`) or "fixed" (centred on a = 1, d = 0,
+            c = 1 / n_choices).
     """
     model = kinds.check_kind(model)
     method = str(method).lower()
@@ -320,7 +323,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     facet_names = _validate_facets(responses, facets)
     if spec is None:
         spec = mdl.ModelSpec(kind=model, guessing=guessing, n_choices=n_choices, facets=facet_names,
-                             identify=identify, residual=residual)
+                             identify=identify, residual=residual, item_prior=item_prior)
     else:
         spec = replace(spec, facets=facet_names or spec.facets)
     design = mdl.build_design(responses, spec)
@@ -373,7 +376,8 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     stats = fit_statistics(params, spec, design, train_mask, test_mask if heldout > 0 else None)
     stats.update({"method": method, "model": spec.kind, "optimizer": opt_info, **({"sampler": sampler_info}
                                                                                    if sampler_info else {}),
-                  "laplace": cov.mode if cov is not None else None, "heldout_fraction": heldout})
+                  "laplace": cov.mode if cov is not None else None, "heldout_fraction": heldout,
+                  "item_prior": learned_item_prior(params, spec)})
     for message in messages:
         warnings.warn(message, stacklevel=2)
     return FitResult(spec=spec, design=design, method=method, responses=responses, params=params, items=items,
@@ -384,6 +388,25 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
 
 
 _REPORTED = ("a", "b", "c", "thresholds", "theta", "sigma_resid")
+
+
+def learned_item_prior(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec) -> dict[str, Any]:
+    """The centres of the item priors a fit used, on the reported scale.
+
+    ``a_median`` = exp(log_a_loc) (the prior median of a, fixed), ``d_location`` = mu_d (GRM: ``b1_location``
+    = mu_b1), ``c_mean`` = sigmoid(mu_c) (the prior mean of c); learned ("hierarchical") or fixed.
+    """
+    hyper = {k: float(np.asarray(params[k])) for k in mdl.HYPER_KEYS if k in params}
+    loc = mdl.item_prior_locations(spec, hyper)
+    out: dict[str, Any] = {"kind": spec.item_prior}
+    if spec.has_discrimination:
+        out["a_median"] = float(np.exp(loc["a"]))
+    key = "b1" if spec.kind == "grm" else "d"
+    out[f"{key}_location"] = float(loc[key])
+    if spec.free_guessing:
+        alpha, beta = loc["c"]
+        out["c_mean"] = float(alpha / (alpha + beta))
+    return out
 
 
 def _reported(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design) -> dict[str, np.ndarray]:

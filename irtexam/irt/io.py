@@ -106,6 +106,7 @@ def read_fit(directory: str | Path) -> dict:
     meta = json.loads(meta_path.read_text())
     spec_fields = meta["spec"]
     spec_fields["facets"] = tuple(spec_fields.get("facets") or ())
+    spec_fields.setdefault("item_prior", "fixed")  # fits saved before learned prior centres existed
     spec = mdl.ModelSpec(**spec_fields)
     response_path = directory / "responses.parquet"
     if not response_path.exists():

@@ -39,10 +39,10 @@ import numpy as np
 from . import kinds
 from . import likelihood as lk
 from .alternating import binary_item_information
-from .model import Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds, item_prior_terms
+from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds,
+                    item_prior_terms)
 from .model import item_params as mdl_item_params
 
-ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 
 
 @dataclass
@@ -95,9 +95,9 @@ def prior_precision(params: Mapping[str, jax.Array], spec: ModelSpec) -> dict[st
     log sigma with sigma ~ HalfNormal(1): 2 sigma^2.
     """
     values = {key: np.asarray(value, dtype=np.float64) for key, value in params.items()}
-    out = item_prior_terms({k: v for k, v in values.items() if k in ITEM_KEYS}, spec, xp=np)[1]
+    out = item_prior_terms({k: v for k, v in values.items() if k in ITEM_KEYS or k in HYPER_KEYS}, spec, xp=np)[1]
     for key, value in values.items():
-        if key in out:
+        if key in out or key in HYPER_KEYS:  # hyperparameters are held at their mode (empirical Bayes)
             continue
         if key == "resid":
             out[key] = np.ones(value.shape)
@@ -119,7 +119,7 @@ def _item_layout(params: Mapping[str, jax.Array]) -> tuple[tuple[str, ...], dict
 
 
 def _person_layout(params: Mapping[str, jax.Array]) -> tuple[tuple[str, ...], dict[str, slice], int]:
-    keys = tuple(k for k in params if k not in ITEM_KEYS)
+    keys = tuple(k for k in params if k not in ITEM_KEYS and k not in HYPER_KEYS)
     slices, start = {}, 0
     for key in keys:
         width = int(np.prod(params[key].shape)) if params[key].ndim else 1
