@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_log_prior, item_log_prior, item_prior_locations,
-                    item_prior_terms, item_slopes_and_floors)
+from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_prior, item_prior_locations, item_prior_terms,
+                    item_slopes_and_floors)
 
 Array = jax.Array
 RHO_MAX, FACTOR_MAX = 0.995, 100.0  # extrapolation: slowest convergence ratio trusted, largest jump
@@ -123,6 +123,43 @@ def solve_small_spd(matrix: Array, rhs: Array) -> Array:
     return x * scale
 
 
+def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
+                                 keys: tuple[str, ...]) -> tuple[Array, Array]:
+    """Gradient and precision (diagonal: the centres do not interact) of
+    f(mu) = sum_i log p(u_i | mu) + log p(mu) in each hyperparameter, the items fixed. Closed form
+    (autodiff of the Beta normaliser traced ~0.8 s longer on every first fit in a process):
+
+    mu_d (normal): g = sum_i (d_i - mu) / s^2 - (mu - m0) / s0^2, h = I / s^2 + 1 / s0^2.
+    mu_c, m = sigmoid(mu_c), v = m (1 - m), u_i = logit c_i, kappa = c_concentration:
+    df/dm = kappa sum_i u_i - I kappa (psi(kappa m) - psi(kappa (1 - m))),
+    d2f/dm2 = -I kappa^2 (psi'(kappa m) + psi'(kappa (1 - m))),
+    g = v df/dm - (mu - m0) / s0^2, h = -(v^2 d2f/dm2 + v (1 - 2 m) df/dm) + 1 / s0^2.
+    """
+    from jax.scipy.special import digamma, polygamma
+
+    prior = hyper_prior(spec)
+    grads, precisions = [], []
+    for key in keys:
+        mu = items[key]
+        loc0, scale0 = prior[key]
+        item_key = next(name for name, hyper in HYPER_OF.items() if hyper == key)
+        u = items[item_key]
+        n = u.shape[-1]
+        if key == "mu_c":
+            kappa = spec.c_concentration
+            m = jax.nn.sigmoid(mu)
+            v = m * (1.0 - m)
+            d1 = kappa * u.sum() - n * kappa * (digamma(kappa * m) - digamma(kappa * (1.0 - m)))
+            d2 = -n * kappa ** 2 * (polygamma(1, kappa * m) + polygamma(1, kappa * (1.0 - m)))
+            grads.append(v * d1 - (mu - loc0) / scale0 ** 2)
+            precisions.append(-(v * v * d2 + v * (1.0 - 2.0 * m) * d1) + 1.0 / scale0 ** 2)
+        else:
+            s2 = (spec.log_a_scale if item_key == "a" else spec.b_scale) ** 2
+            grads.append((u - mu).sum() / s2 - (mu - loc0) / scale0 ** 2)
+            precisions.append(jnp.asarray(n / s2 + 1.0 / scale0 ** 2, dtype=u.dtype))
+    return jnp.stack(grads), jnp.diag(jnp.stack(precisions))
+
+
 def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[str, ...], info: Array,
                       grad: Array, newton: Array) -> tuple[Array, dict[str, Array]]:
     """Newton step for the items and the hyperparameters of their priors together (abilities fixed).
@@ -135,19 +172,11 @@ def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[
     (E - sum_i B_i^T D_i^-1 B_i) delta_mu = g_mu - sum_i B_i^T D_i^-1 g_i and
     delta_i = D_i^-1 (g_i - B_i delta_mu). Alternating item and hyperparameter updates instead
     converges along the common shift of all items and their centre at a rate close to 1
-    (800 sweeps on an 80-item 2PL). E and g_mu come from autodiff of the hyperparameters'
-    own log density (items fixed).
+    (800 sweeps on an 80-item 2PL). E and g_mu: :func:`hyper_gradient_and_precision`.
     """
     keys = tuple(HYPER_OF[name] for name in names if HYPER_OF.get(name, "") in items)
     n_items = grad.shape[0]
-    hyper = jnp.stack([items[key] for key in keys])
-
-    def hyper_log_density(h: Array) -> Array:
-        values = dict(zip(keys, h))
-        return (item_log_prior({n: items[n] for n in names}, spec, values).sum() + hyper_log_prior(values, spec))
-
-    g_mu = jax.grad(hyper_log_density)(hyper)
-    e_mu = -jax.hessian(hyper_log_density)(hyper)
+    g_mu, e_mu = hyper_gradient_and_precision(items, spec, keys)
     columns = []
     for key in keys:
         column = []
