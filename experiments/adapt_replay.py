@@ -122,7 +122,8 @@ def evaluate(rm: irtexam.ResponseMatrix, held: list[str], draws: int, seed: int,
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
     """MAE per method and k (random-irt averaged over its seeds) and interval coverage of the CAT prediction."""
     frame = frame.copy()
-    frame["abs_error"] = frame["abs_error"].fillna((frame["predicted"] - frame["actual"]).abs())
+    error = (frame["predicted"] - frame["actual"]).abs()
+    frame["abs_error"] = frame["abs_error"].fillna(error) if "abs_error" in frame else error  # absent without random-plain
     frame["method"] = frame["method"].str.replace(r"random-irt-\d+", "random-irt", regex=True)
     covered = (frame["low"] <= frame["actual"]) & (frame["actual"] <= frame["high"])
     frame["covered"] = np.where(frame["low"].isna(), np.nan, covered.astype(float))
