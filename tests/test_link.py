@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 import irtexam
-from irtexam.bank.link import SEPARATE, drift_table, linking_constants, transform_items, transformed_table
+from irtexam.bank.link import (SEPARATE, anchor_linking_error, drift_table, linking_constants, separate_link,
+                                transform_items, transformed_table)
 from irtexam.cli import main
 from irtexam.irt import kinds
 
@@ -29,6 +30,16 @@ def test_exact_parameters_give_exact_constants(method):
     assert got == pytest.approx((A, B), abs=2e-3)
 
 
+def test_moment_methods_by_hand():
+    """mean-mean A = mean(a_new) / mean(a_old); mean-sigma A = sd(b_old) / sd(b_new); B = mean(b_old) - A mean(b_new)."""
+    new = kinds.ItemParams(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 2.0]), np.full(3, 0.2))
+    old = kinds.ItemParams(np.array([0.5, 1.0, 2.0]), np.array([1.0, 4.0, 7.0]), np.full(3, 0.2))
+    A, B = linking_constants(new, old, "mean-mean")          # 2 / (3.5 / 3), 4 - A * 1
+    assert (A, B) == pytest.approx((12 / 7, 4 - 12 / 7))
+    A, B = linking_constants(new, old, "mean-sigma")         # sd(1, 4, 7) / sd(0, 1, 2) = 3, 4 - 3 * 1
+    assert (A, B) == pytest.approx((3.0, 1.0))
+
+
 def test_transformed_table_and_drift_flag():
     items = pd.DataFrame({"a": [1.0, 2.0, 1.5], "a_sd": 0.1, "a_low": [0.8, 1.8, 1.3], "a_high": [1.2, 2.2, 1.7],
                           "b": [0.0, 1.0, -1.0], "b_sd": 0.1, "b_low": [-0.2, 0.8, -1.2], "b_high": [0.2, 1.2, -0.8],
@@ -42,30 +53,40 @@ def test_transformed_table_and_drift_flag():
     assert list(drift["flag"]) == [False, False, True]
 
 
-def simulated_forms(seed: int = 0, n_anchor: int = 20, n_unique: int = 15, n_examinees: int = 300):
+def simulated_forms(seed: int = 0, n_anchor: int = 20, n_unique: int = 15, n_examinees: int = 300,
+                    mu: float = 0.5, sigma: float = 1.3, n_drift: int = 0, shift: float = 1.0):
+    """Old group N(0, 1) on anchors + own items, new group N(mu, sigma^2) on the anchors (the first ``n_drift`` with
+    b + ``shift``) + other own items; returns both response matrices and the generating items (undrifted)."""
     rng = np.random.default_rng(seed)
     n = n_anchor + 2 * n_unique
     items = pool(n, seed)
     ids = [f"q{j}" for j in range(n)]
     old_idx = np.r_[0:n_anchor + n_unique]
     new_idx = np.r_[0:n_anchor, n_anchor + n_unique:n]
-    theta_old, theta_new = rng.normal(0, 1, n_examinees), rng.normal(0.5, 1.3, n_examinees)
+    theta_old, theta_new = rng.normal(0, 1, n_examinees), rng.normal(mu, sigma, n_examinees)
 
     def form(theta, idx, prefix):
-        y = kinds.simulate_responses(theta, items.subset(idx), rng)
+        sub = items.subset(idx)
+        if prefix == "n" and n_drift:
+            sub = kinds.ItemParams(sub.a, np.asarray(sub.b) + shift * (np.arange(len(idx)) < n_drift), sub.c)
+        y = kinds.simulate_responses(theta, sub, rng)
         return irtexam.ResponseMatrix.from_wide(y, items=[ids[j] for j in idx],
                                                 examinees=[f"{prefix}{m}" for m in range(len(theta))])
 
     return form(theta_old, old_idx, "o"), form(theta_new, new_idx, "n"), items
 
 
-def true_link(fit_old, fit_new, items: kinds.ItemParams) -> tuple[float, float]:
+def true_link(fit_old, fit_new, items: kinds.ItemParams, n_drift: int = 0, shift: float = 0.0
+              ) -> tuple[float, float]:
     """The map between the two fits' scales implied by the generating item parameters: each fit is linked
     to the generating scale by Stocking-Lord over all its items, theta_gen = A_f theta_f + B_f, and
     theta_old = (A_new theta_new + B_new - B_old) / A_old."""
     def to_gen(fit):
         rows = np.array([int(i[1:]) for i in fit.items.index])
-        return linking_constants(kinds.from_table(fit.items), items.subset(rows), "stocking-lord")
+        gen = items.subset(rows)
+        if fit is fit_new and n_drift:
+            gen = kinds.ItemParams(gen.a, np.asarray(gen.b) + shift * (rows < n_drift), gen.c)
+        return linking_constants(kinds.from_table(fit.items), gen, "stocking-lord")
     (A_o, B_o), (A_n, B_n) = to_gen(fit_old), to_gen(fit_new)
     return A_n / A_o, (B_n - B_o) / A_o
 
@@ -114,3 +135,67 @@ def test_too_few_common_items(fits, tmp_path, capsys):
     assert main(["link", str(new), str(old), "--anchors", "q0", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "at least 2 common" in err and "items.csv" in err and err.count("\n") == 1
+
+
+def fitted_pair(seed: int, **kw):
+    old_rm, new_rm, items = simulated_forms(seed, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old_fit, new_fit = (irtexam.fit(rm, model="3pl", draws=100, seed=seed) for rm in (old_rm, new_rm))
+    return old_fit, new_fit, true_link(old_fit, new_fit, items, kw.get("n_drift", 0), kw.get("shift", 0.0))
+
+
+def test_drift_curves_find_planted_drift():
+    """b + 1.2 on 3 of 25 anchors (500 examinees a group): the curve statistic with both fits' draws puts them above
+    every clean anchor and flags them (at most one clean anchor); the parameter z statistic (items tables only,
+    the fallback) finds fewer of them."""
+    old_fit, new_fit, _ = fitted_pair(3, n_anchor=25, n_unique=15, n_examinees=500, mu=-0.4, sigma=1.2, n_drift=3,
+                                      shift=1.2)
+    anchors = [f"q{j}" for j in range(25)]
+    clean = anchors[3:]
+    new_p = kinds.from_table(new_fit.items.loc[clean])
+    A, B = linking_constants(new_p, kinds.from_table(old_fit.items.loc[clean]), "stocking-lord")
+    drift = drift_table(new_fit, old_fit, anchors, A, B, n_draws=100)
+    assert set(drift["test"]) == {"icc"}
+    stat = drift.set_index("item")["drift"]
+    assert stat[["q0", "q1", "q2"]].min() > stat[clean].max()          # every planted anchor above every clean one
+    flagged = set(drift.loc[drift["flag"], "item"])
+    assert len(flagged & {"q0", "q1", "q2"}) >= 2 and len(flagged - {"q0", "q1", "q2"}) <= 1
+    assert (drift.set_index("item").loc[["q0", "q1", "q2"], "score_diff"] < 0).all()   # harder on the new form
+    tables = drift_table(new_fit.items, old_fit.items, anchors, A, B)
+    assert set(tables["test"]) == {"parameters"}
+    planted = {"q0", "q1", "q2"}
+    assert len(set(tables.loc[tables["flag"], "item"]) & planted) < len(flagged & planted)
+
+
+def test_separate_intervals_cover_in_small_simulation():
+    """Stocking-Lord's 90% interval (draws x anchor bootstrap) covers the true map in a small simulation (6 pairs of
+    forms with different group means and sds); a draws-free, bootstrap-free interval would not."""
+    hits, widths = [], []
+    for seed, (mu, sigma) in enumerate([(0.5, 1.3), (-0.6, 0.8), (0.2, 1.1), (-0.3, 1.4), (0.7, 0.9), (0.0, 1.2)]):
+        old_fit, new_fit, (A_true, B_true) = fitted_pair(10 + seed, n_examinees=400, mu=mu, sigma=sigma)
+        anchors = [f"q{j}" for j in range(20)]
+        t = separate_link(new_fit, old_fit, anchors, "stocking-lord", n_draws=100, seed=seed)
+        hits.append((t["A_low"] <= A_true <= t["A_high"], t["B_low"] <= B_true <= t["B_high"]))
+        widths.append((t["A_high"] - t["A_low"], t["B_high"] - t["B_low"]))
+    hits = np.array(hits)
+    assert hits[:, 0].sum() >= 5 and hits[:, 1].sum() >= 5
+    assert np.all(np.array(widths) < 0.6)                        # informative, not arbitrarily wide
+
+
+def test_anchor_linking_error_zero_without_noise_and_grows_with_drift():
+    """Exactly transformed anchors: every bootstrap resample gives the same link (error 0); anchors that disagree
+    give a positive one."""
+    new = pool(20, 4)
+
+    class Fit:
+        def __init__(self, items):
+            self.items = pd.DataFrame({"a": items.a, "b": items.b, "c": items.c},
+                                      index=pd.Index([f"q{j}" for j in range(20)], name="item"))
+
+    anchors = [f"q{j}" for j in range(20)]
+    exact = anchor_linking_error(Fit(new), Fit(transform_items(new, 1.2, 0.3)), anchors, n_boot=40)
+    assert np.all(exact < 1e-3)
+    moved = transform_items(new, 1.2, 0.3)
+    moved = kinds.ItemParams(moved.a, np.asarray(moved.b) + np.random.default_rng(0).normal(0, 0.3, 20), moved.c)
+    assert np.all(anchor_linking_error(Fit(new), Fit(moved), anchors, n_boot=40) > 0.02)

@@ -13,29 +13,56 @@ Separate calibration + transformation (anchors j = 1..J, new parameters transfor
 * Haebara:      (A, B) = argmin sum_q w_q sum_j [P_j(x_q; old) - P_j(x_q; new -> A, B)]^2;
 * Stocking-Lord:(A, B) = argmin sum_q w_q [sum_j P_j(x_q; old) - sum_j P_j(x_q; new -> A, B)]^2,
 
-with x_q a grid on the old scale and w_q its N(0, 1) weights. 90% intervals: the link
-is recomputed on S joint pairs of (old, new) posterior draws of the anchors, each with
-a bootstrap resample of the anchor set (uncertainty of the estimates and of the anchor
-choice), and the 5% / 95% quantiles are reported.
+with x_q a grid on the old scale and w_q its N(0, 1) weights.
 
 Fixed-anchor calibration (``fixed``): the new responses are refitted by marginal maximum
 a posteriori EM with the anchors held at their old values, the new items' parameters
 free (same priors as :func:`irtexam.fit`) and the new group's ability distribution
-N(mu, sigma^2) free on the old scale; the implied map is A = sigma, B = mu (the new fit
-standardises its own group). Intervals: the EM is repeated with the anchors at old
-posterior draws, plus the sampling error of (mu, sigma).
+N(mu, sigma^2) free on the old scale; the implied (A, B) is Stocking-Lord of NEWFIT's own
+items onto the EM's (the same responses, only the scale differs; close to A = sigma, B = mu).
 
 Concurrent calibration (``concurrent``): one fit of both response matrices (examinees
 kept apart as ``old:``/``new:``, the form a facet with a per-examinee residual, so each group
 has its own mean ability); the joint scale is mapped onto the old fit's by Stocking-Lord of
 the joint fit's old-form items onto the old fit's (the same responses, only the scale differs),
-and the new fit onto that by Stocking-Lord of its items onto the joint new-form items; the
-intervals come from the joint fit's item draws.
+and the new fit onto that by Stocking-Lord of its items onto the joint new-form items.
 
-Drift: each anchor's new parameters on the old scale against its old ones,
-z_b = (A b_new + B - b_old) / sqrt((A sd_b_new)^2 + sd_b_old^2) and
-z_a = (log(a_new / A) - log a_old) / sqrt((sd_a_new / a_new)^2 + (sd_a_old / a_old)^2);
-the drift statistic is z_a^2 + z_b^2, flagged above the 99% quantile of chi^2(2) (9.21).
+90% intervals combine two sources. Estimation: the fits' posterior uncertainty. Anchor
+choice (the linking error): how far the link moves when the anchor set is resampled, i.e.
+item-level drift or misfit of the anchors that the calibrations do not model.
+
+* separate methods: the link is recomputed on S joint pairs of (old, new) posterior draws of
+  the anchors, each with a bootstrap resample of the anchor set, and the 5% / 95% quantiles
+  are reported;
+* fixed: estimation sd from the EM repeated with the anchors at old posterior draws and from
+  Stocking-Lord over NEWFIT's anchor draws; concurrent: estimation sd over the joint fit's
+  item draws (both models take the anchors as identical in the two groups, so their posterior
+  has no anchor-choice term); both add the anchor linking error
+  (:func:`anchor_linking_error`: sd of the Stocking-Lord link between the two fits over
+  bootstrap resamples of the anchors), sd^2 = sd_estimation^2 + sd_anchors^2, normal interval
+  (components in transform.json).
+
+With exactly invariant anchors (a simulation without drift) the anchor bootstrap re-counts
+the anchors' estimation noise, so the intervals are conservative there (interval sd 1.1-2.0
+times the sd of the error in experiments/link_simulated.py); it is the term that covers
+undetected drift with real anchors. The separate methods' draws x bootstrap quantiles carry
+the same two terms (their variances add).
+
+Drift: each anchor's item characteristic curve on the old scale (new parameters mapped by
+(A, B)) against its old one, through two moments over the pooled ability distribution of both
+groups on the old scale (old group N(0, 1), new group N(B, A^2), weighted by group size): the
+mean of P(correct) (the item's expected score; ``score_diff`` in drift.csv is new - old) and
+the covariance of P with standardised ability (the curve's slope over the population). The
+2 x 2 covariance of the difference is the sum of both fits' posterior covariances (from their
+draws) plus, when the link's sds are given, the delta-method effect of (A, B) on the new curves;
+the statistic d' V^-1 d is flagged above the 99% quantile of chi^2(2) (9.21). Curves,
+not (a, b): in the 3PL, a and b trade off with c, so their marginal sds are wide where the
+curve itself is well determined (experiments/link_simulated.py, b + 1 on 500 examinees a group:
+88-96% of the drifting anchors flagged at 0.5-1.3% false flags, against about half with the
+parameter statistic below). Given items tables without draws, the statistic falls back to
+z_a^2 + z_b^2 with z_b = (A b_new + B - b_old) / sqrt((A sd_b_new)^2 + sd_b_old^2) and
+z_a = (log(a_new / A) - log a_old) / sqrt((sd_a_new / a_new)^2 + (sd_a_old / a_old)^2) (both
+columns are always reported); ``test`` in drift.csv says which.
 """
 
 from __future__ import annotations
@@ -103,10 +130,32 @@ def linking_constants(new: kinds.ItemParams, old: kinds.ItemParams, method: str)
 
 
 def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kinds.ItemParams] | None:
+    """Posterior draws of the items at ``positions`` (None without draws). A non-finite draw of an item (a
+    fit's Laplace covariance can fail for one item) is replaced by that item's point estimate, so it adds no
+    spread instead of turning every linking constant into NaN; a warning says how many."""
     if fit.samples is None:
         return None
     d = fit.item_draws(n, seed)
-    return [kinds.ItemParams(*(np.asarray(v)[positions] for v in d.subset_draw(s)[:3])) for s in range(d.n)]
+    point = kinds.from_table(fit.items)
+    values = []
+    for name in ("a", "b", "c"):
+        est = getattr(point, name)
+        if name not in d.values or est is None:
+            values.append(None)
+            continue
+        v = np.array(d.values[name], dtype=float)[:, positions]
+        values.append((v, np.asarray(est, float)[positions]))
+    bad = np.zeros((d.n, len(positions)), dtype=bool)
+    for pair in values:
+        if pair is not None:
+            bad |= ~np.isfinite(pair[0])
+    if bad.any():
+        warnings.warn(f"{int(bad.any(axis=0).sum())} item(s) have non-finite posterior draws ({int(bad.sum())} "
+                      f"item draws); they are held at their point estimates in the linking intervals")
+        for pair in values:
+            if pair is not None:
+                pair[0][bad] = np.broadcast_to(pair[1], bad.shape)[bad]
+    return [kinds.ItemParams(*(None if pair is None else pair[0][s] for pair in values)) for s in range(d.n)]
 
 
 def _sub(items: kinds.ItemParams, index: np.ndarray) -> kinds.ItemParams:
@@ -151,11 +200,71 @@ def transformed_table(items: pd.DataFrame, A: float, B: float) -> pd.DataFrame:
     return out
 
 
-def drift_table(new_table: pd.DataFrame, old_table: pd.DataFrame, anchors: Sequence[str], A: float, B: float
-                ) -> pd.DataFrame:
-    """Anchor drift (module doc): old and new-on-old-scale a, b, z_a, z_b, statistic, flag."""
-    new_t = new_table.loc[list(anchors)]
-    old_t = old_table.loc[list(anchors)]
+_DRIFT_GRID = np.linspace(-6.0, 6.0, 61)
+
+
+def _fit_parts(fit: Any) -> tuple[pd.DataFrame, Any]:
+    """(items table, fit or None): drift_table takes FitResults (draws available) or bare items tables."""
+    if isinstance(fit, pd.DataFrame):
+        return fit, None
+    return fit.items, (fit if getattr(fit, "samples", None) is not None else None)
+
+
+def _drift_weights(A: float, B: float, n_old: float, n_new: float) -> tuple[np.ndarray, np.ndarray]:
+    """Weights of the pooled ability distribution on the old scale (old group N(0, 1), new group
+    N(B, A^2), by group size) on the drift grid, and the grid standardised under them."""
+    w_old = stats.norm.pdf(_DRIFT_GRID)
+    w_new = stats.norm.pdf(_DRIFT_GRID, B, max(A, 1e-6))
+    w = n_old * w_old / w_old.sum() + n_new * w_new / w_new.sum()
+    w = w / w.sum()
+    mean = float(w @ _DRIFT_GRID)
+    z = (_DRIFT_GRID - mean) / np.sqrt(float(w @ (_DRIFT_GRID - mean) ** 2))
+    return w, z
+
+
+def _icc_moments(a: np.ndarray, b: np.ndarray, c: np.ndarray, w: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """(..., J) item parameters -> (..., J, 2): the item's mean P(correct) over the pooled ability distribution
+    and the covariance of P with standardised ability (its slope over the population)."""
+    p = c[..., None] + (1.0 - c[..., None]) / (1.0 + np.exp(-a[..., None] * (_DRIFT_GRID - b[..., None])))
+    return np.stack([p @ w, p @ (w * z)], axis=-1)
+
+
+def _draw_moments(fit: Any, anchors: Sequence[str], A: float, B: float, w: np.ndarray, z: np.ndarray,
+                  n_draws: int, seed: int) -> np.ndarray:
+    """(S, J, 2) ICC moments of the anchors over the fit's posterior draws, mapped by (A, B) (old fit: 1, 0)."""
+    ids = list(map(str, fit.items.index))
+    pos = np.array([ids.index(x) for x in anchors])
+    d = fit.item_draws(n_draws, seed).values
+    a, b = np.asarray(d["a"], float)[:, pos], np.asarray(d["b"], float)[:, pos]
+    c = np.asarray(d["c"], float)[:, pos] if "c" in d else np.zeros_like(a)
+    return _icc_moments(a / A, A * b + B, c, w, z)
+
+
+def _moment_covariance(m: np.ndarray) -> np.ndarray:
+    """(S, J, 2) draws -> (J, 2, 2) covariance per anchor, over the draws finite for that anchor."""
+    out = np.full((m.shape[1], 2, 2), np.nan)
+    for j in range(m.shape[1]):
+        ok = np.isfinite(m[:, j]).all(axis=1)
+        if ok.sum() > 2:
+            out[j] = np.cov(m[ok, j].T)
+    return out
+
+
+def drift_table(new: Any, old: Any, anchors: Sequence[str], A: float, B: float, n_draws: int = 200,
+                seed: int = 0, link_sd: tuple[float, float] | None = None) -> pd.DataFrame:
+    """Anchor drift (module doc): one row per anchor with old and new-on-old-scale a, b (c), z_a, z_b, score_diff,
+    the drift statistic and its flag.
+
+    ``new`` and ``old`` are FitResults (the statistic compares the anchors' item characteristic curves, with
+    the covariance from both fits' posterior draws) or bare items tables (no draws: the marginal
+    z_a^2 + z_b^2 of the parameters, weaker, see the module doc). ``link_sd``: sds of (A, B) (the link's
+    ``A_sd``, ``B_sd``), whose effect on the mapped curves is added to the covariance.
+    """
+    new_table, new_fit = _fit_parts(new)
+    old_table, old_fit = _fit_parts(old)
+    anchors = list(anchors)
+    new_t = new_table.loc[anchors]
+    old_t = old_table.loc[anchors]
     a_new, b_new = new_t["a"].to_numpy(float) / A, A * new_t["b"].to_numpy(float) + B
     a_old, b_old = old_t["a"].to_numpy(float), old_t["b"].to_numpy(float)
 
@@ -167,11 +276,37 @@ def drift_table(new_table: pd.DataFrame, old_table: pd.DataFrame, anchors: Seque
     with np.errstate(divide="ignore", invalid="ignore"):
         z_b = np.where(sd_b > 0, (b_new - b_old) / sd_b, 0.0)
         z_a = np.where(sd_la > 1e-9, (np.log(a_new) - np.log(a_old)) / sd_la, 0.0)
-    statistic = z_a ** 2 + z_b ** 2
-    frame = pd.DataFrame({"item": list(anchors), "a_old": a_old, "a_new": a_new, "b_old": b_old, "b_new": b_new})
+    frame = pd.DataFrame({"item": anchors, "a_old": a_old, "a_new": a_new, "b_old": b_old, "b_new": b_new})
     if "c" in new_t and "c" in old_t:
         frame["c_old"], frame["c_new"] = old_t["c"].to_numpy(float), new_t["c"].to_numpy(float)
-    frame["z_a"], frame["z_b"], frame["drift"] = z_a, z_b, statistic
+    frame["z_a"], frame["z_b"] = z_a, z_b
+    if new_fit is not None and old_fit is not None:
+        w, z = _drift_weights(A, B, old_fit.design.n_examinees, new_fit.design.n_examinees)
+        c_new = new_t["c"].to_numpy(float) if "c" in new_t else np.zeros(len(anchors))
+        c_old = old_t["c"].to_numpy(float) if "c" in old_t else np.zeros(len(anchors))
+        diff = _icc_moments(a_new, b_new, c_new, w, z) - _icc_moments(a_old, b_old, c_old, w, z)      # (J, 2)
+        cov = (_moment_covariance(_draw_moments(new_fit, anchors, A, B, w, z, n_draws, seed))
+               + _moment_covariance(_draw_moments(old_fit, anchors, 1.0, 0.0, w, z, n_draws, seed + 1)))
+        if link_sd is not None and np.all(np.isfinite(link_sd)):
+            # delta method: the new curves move with (A, B); sd_A, sd_B taken as independent
+            a_raw, b_raw = new_t["a"].to_numpy(float), new_t["b"].to_numpy(float)
+            base = _icc_moments(a_raw / A, A * b_raw + B, c_new, w, z)
+            h = 1e-4
+            grad_A = (_icc_moments(a_raw / (A + h), (A + h) * b_raw + B, c_new, w, z) - base) / h      # (J, 2)
+            grad_B = (_icc_moments(a_raw / A, A * b_raw + B + h, c_new, w, z) - base) / h
+            cov = cov + (link_sd[0] ** 2 * grad_A[:, :, None] * grad_A[:, None, :]
+                         + link_sd[1] ** 2 * grad_B[:, :, None] * grad_B[:, None, :])
+        statistic = np.full(len(anchors), np.nan)
+        for j in range(len(anchors)):
+            if np.isfinite(cov[j]).all() and np.linalg.det(cov[j]) > 0:
+                statistic[j] = float(diff[j] @ np.linalg.solve(cov[j], diff[j]))
+        frame["score_diff"] = diff[:, 0]
+        frame["score_diff_sd"] = np.sqrt(cov[:, 0, 0])
+        frame["test"] = "icc"
+    else:
+        statistic = z_a ** 2 + z_b ** 2
+        frame["test"] = "parameters"
+    frame["drift"] = statistic
     frame["flag"] = statistic > DRIFT_CRITICAL
     return frame
 
@@ -376,6 +511,31 @@ def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed:
     return reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
 
 
+def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 200, seed: int = 0) -> np.ndarray:
+    """Linking error of the anchor choice: sd of the Stocking-Lord (A, B) between the two fits' point estimates
+    over bootstrap resamples of the anchors (module doc). Fixed-anchor and concurrent calibration assume the
+    anchors' parameters identical in both groups, so their posterior spread has no such term."""
+    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
+    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
+    p_new = _sub(kinds.from_table(new.items), new_pos)
+    p_old = _sub(kinds.from_table(old.items), old_pos)
+    rng = np.random.default_rng(seed + 7)
+    reps = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(anchors), len(anchors))
+        if len(np.unique(idx)) >= 2:
+            reps.append(linking_constants(_sub(p_new, idx), _sub(p_old, idx), "stocking-lord"))
+    return np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
+
+
+def _combined(transform: dict[str, Any], estimation: np.ndarray, anchors_sd: np.ndarray) -> dict[str, Any]:
+    """Normal 90% interval from the estimation sd and the anchor linking error, both recorded."""
+    sd = np.sqrt(np.asarray(estimation) ** 2 + np.asarray(anchors_sd) ** 2)
+    return {**transform, **_normal_interval(transform["A"], transform["B"], sd),
+            "A_sd_estimation": float(estimation[0]), "B_sd_estimation": float(estimation[1]),
+            "A_sd_anchors": float(anchors_sd[0]), "B_sd_anchors": float(anchors_sd[1])}
+
+
 def _normal_interval(A: float, B: float, sd: np.ndarray) -> dict[str, float]:
     z = float(stats.norm.ppf(HIGH_Q))
     return {"A_low": A - z * sd[0], "A_high": A + z * sd[0], "B_low": B - z * sd[1], "B_high": B + z * sd[1],
@@ -386,7 +546,8 @@ def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: 
     """Fixed-anchor calibration (module doc): transform dict and NEWFIT's items on the old scale.
 
     The implied (A, B) is :func:`implied_link` of NEWFIT's items onto the fixed-anchor estimates;
-    its sd combines the spread over old anchor draws (EM rerun, warm) and over new anchor draws.
+    its estimation sd combines the spread over old anchor draws (EM rerun, warm) and over new anchor
+    draws, and the interval adds :func:`anchor_linking_error` (module doc).
     """
     new_ids = list(map(str, new.items.index))
     old_ids = list(map(str, old.items.index))
@@ -403,9 +564,9 @@ def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: 
                               max_iter=40, tol=1e-3)
         reps.append(implied_link(own, rep["items"]))
     spread_old = np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
-    sd = np.sqrt(spread_old ** 2 + _new_side_spread(new, old, anchors, 4 * n_draws, seed) ** 2)
-    transform = {"A": A, "B": B, **_normal_interval(A, B, sd), "em_iterations": main["iterations"],
-                 "mu": main["mu"], "sigma": main["sigma"], "anchor_draws": len(reps)}
+    estimation = np.sqrt(spread_old ** 2 + _new_side_spread(new, old, anchors, 4 * n_draws, seed) ** 2)
+    transform = _combined({"A": A, "B": B}, estimation, anchor_linking_error(new, old, anchors, 20 * n_draws, seed))
+    transform.update(em_iterations=main["iterations"], mu=main["mu"], sigma=main["sigma"], anchor_draws=len(reps))
     # table: sds and intervals of the new fit mapped by (A, B), estimates replaced by the EM's; anchors: old rows
     table = transformed_table(new.items, A, B)
     est = main["items"]
@@ -429,7 +590,8 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
 
     The joint scale is mapped to OLDFIT's by :func:`implied_link` of the joint old-form items onto
     OLDFIT's (A1, B1); (A, B) is :func:`implied_link` of NEWFIT's items onto the joint new-form items
-    mapped by (A1, B1). Intervals: the same over the joint fit's item draws.
+    mapped by (A1, B1). Intervals: estimation sd of the same over the joint fit's item draws, plus
+    :func:`anchor_linking_error` (module doc).
     """
     import irtexam
     from ..responses import ResponseMatrix
@@ -469,8 +631,10 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     A, B, A1, B1 = constants(kinds.from_table(joint.items))
     draws = _draw_params(joint, np.arange(len(ids)), n_draws, seed) or []
     reps = np.array([constants(d)[:2] for d in draws])
-    transform = {"A": A, "B": B, **_interval(reps), "joint_items": joint.design.n_items,
-                 "joint_examinees": joint.design.n_examinees, "joint_to_old_A": A1, "joint_to_old_B": B1}
+    estimation = reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
+    transform = _combined({"A": A, "B": B}, estimation, anchor_linking_error(new, old, anchors, 200, seed))
+    transform.update(joint_items=joint.design.n_items, joint_examinees=joint.design.n_examinees,
+                     joint_to_old_A=A1, joint_to_old_B=B1, joint_draws=len(reps))
     table = transformed_table(joint.items.iloc[new_pos], A1, B1)
     table.index = pd.Index(list(map(str, new.items.index)), name="item")
     return transform, table
@@ -499,10 +663,11 @@ def link(new: Any, old: Any, method: str = "stocking-lord", *, anchors: Sequence
             return tr, transformed_table(new_fit.items, tr["A"], tr["B"])
         if method == "fixed":
             return fixed_link(new_fit, old_fit, anchor_set, n_draws=10, seed=seed)
-        return concurrent_link(new_fit, old_fit, anchor_set, n_draws=min(draws, 50), seed=seed)
+        return concurrent_link(new_fit, old_fit, anchor_set, n_draws=min(draws, 100), seed=seed)
 
     transform, table = run(common)
-    drift = drift_table(new_fit.items, old_fit.items, common, transform["A"], transform["B"])
+    drift = drift_table(new_fit, old_fit, common, transform["A"], transform["B"], n_draws=draws, seed=seed,
+                        link_sd=(transform.get("A_sd", np.nan), transform.get("B_sd", np.nan)))
     dropped: list[str] = []
     if drop_drift and method != "concurrent" and drift["flag"].any():
         kept = [i for i, f in zip(drift["item"], drift["flag"]) if not f]
