@@ -225,7 +225,8 @@ def _drift_weights(A: float, B: float, n_old: float, n_new: float) -> tuple[np.n
 def _icc_moments(a: np.ndarray, b: np.ndarray, c: np.ndarray, w: np.ndarray, z: np.ndarray) -> np.ndarray:
     """(..., J) item parameters -> (..., J, 2): the item's mean P(correct) over the pooled ability distribution
     and the covariance of P with standardised ability (its slope over the population)."""
-    p = c[..., None] + (1.0 - c[..., None]) / (1.0 + np.exp(-a[..., None] * (_DRIFT_GRID - b[..., None])))
+    p = kinds.prob_correct(_DRIFT_GRID, kinds.ItemParams(a=a[..., None], b=b[..., None], c=c[..., None]),
+                           pairwise=True)                                                   # (..., J, Q)
     return np.stack([p @ w, p @ (w * z)], axis=-1)
 
 

@@ -42,8 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_prior, item_prior_locations, item_prior_terms,
-                    item_slopes_and_floors)
+from .model import HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_prior, item_prior_terms, item_slopes_and_floors
 
 Array = jax.Array
 RHO_MAX, FACTOR_MAX = 0.995, 100.0  # extrapolation: slowest convergence ratio trusted, largest jump
@@ -123,6 +122,11 @@ def solve_small_spd(matrix: Array, rhs: Array) -> Array:
     return x * scale
 
 
+def _hyper_keys(items: Mapping[str, Array], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The learned prior centres present in ``items`` for the item parameters ``names``, in step order."""
+    return tuple(HYPER_OF[name] for name in names if name in HYPER_OF and HYPER_OF[name] in items)
+
+
 def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
                                  keys: tuple[str, ...]) -> tuple[Array, Array]:
     """Gradient and precision (diagonal: the centres do not interact) of
@@ -138,12 +142,12 @@ def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
     from jax.scipy.special import digamma, polygamma
 
     prior = hyper_prior(spec)
+    item_of = {hyper: name for name, hyper in HYPER_OF.items()}
     grads, precisions = [], []
     for key in keys:
         mu = items[key]
         loc0, scale0 = prior[key]
-        item_key = next(name for name, hyper in HYPER_OF.items() if hyper == key)
-        u = items[item_key]
+        u = items[item_of[key]]
         n = u.shape[-1]
         if key == "mu_c":
             kappa = spec.c_concentration
@@ -154,14 +158,14 @@ def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
             grads.append(v * d1 - (mu - loc0) / scale0 ** 2)
             precisions.append(-(v * v * d2 + v * (1.0 - 2.0 * m) * d1) + 1.0 / scale0 ** 2)
         else:
-            s2 = (spec.log_a_scale if item_key == "a" else spec.b_scale) ** 2
+            s2 = spec.b_scale ** 2  # mu_d, mu_b1
             grads.append((u - mu).sum() / s2 - (mu - loc0) / scale0 ** 2)
             precisions.append(jnp.asarray(n / s2 + 1.0 / scale0 ** 2, dtype=u.dtype))
     return jnp.stack(grads), jnp.diag(jnp.stack(precisions))
 
 
-def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[str, ...], info: Array,
-                      grad: Array, newton: Array) -> tuple[Array, dict[str, Array]]:
+def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[str, ...], keys: tuple[str, ...],
+                      info: Array, grad: Array, newton: Array) -> tuple[Array, dict[str, Array]]:
     """Newton step for the items and the hyperparameters of their priors together (abilities fixed).
 
     The precision of (u_1..u_I, mu) is arrowhead: per-item blocks D_i (information + prior
@@ -174,7 +178,6 @@ def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[
     converges along the common shift of all items and their centre at a rate close to 1
     (800 sweeps on an 80-item 2PL). E and g_mu: :func:`hyper_gradient_and_precision`.
     """
-    keys = tuple(HYPER_OF[name] for name in names if HYPER_OF.get(name, "") in items)
     n_items = grad.shape[0]
     g_mu, e_mu = hyper_gradient_and_precision(items, spec, keys)
     columns = []
@@ -184,12 +187,10 @@ def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[
             if HYPER_OF.get(name) != key:
                 column.append(jnp.zeros(n_items, dtype=grad.dtype))
             elif name == "c":
-                alpha, beta = item_prior_locations(spec, {"mu_c": items["mu_c"]})["c"]
-                mean = alpha / (alpha + beta)
+                mean = jax.nn.sigmoid(items["mu_c"])
                 column.append(jnp.full(n_items, -spec.c_concentration * mean * (1.0 - mean), dtype=grad.dtype))
-            else:
-                scale = spec.log_a_scale if name == "a" else spec.b_scale
-                column.append(jnp.full(n_items, -1.0 / scale ** 2, dtype=grad.dtype))
+            else:  # d (mu_d)
+                column.append(jnp.full(n_items, -1.0 / spec.b_scale ** 2, dtype=grad.dtype))
         columns.append(jnp.stack(column, axis=-1))                      # (I, k)
     coupling = jnp.stack(columns, axis=-1)                               # (I, k, h)
     solved = jnp.stack([solve_small_spd(info, coupling[..., j]) for j in range(len(keys))], axis=-1)  # D^-1 B
@@ -223,8 +224,9 @@ def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec
     grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)
     newton = solve_small_spd(info, grad)
     hyper_step = None
-    if any(HYPER_OF.get(name, "") in items for name in names):
-        newton, hyper_step = _joint_hyper_step(items, spec, names, info, grad, newton)
+    keys = _hyper_keys(items, names)
+    if keys:
+        newton, hyper_step = _joint_hyper_step(items, spec, names, keys, info, grad, newton)
     newton = jnp.clip(newton, -2.0, 2.0)
     scaled = newton * jnp.sqrt(jnp.diagonal(info, axis1=1, axis2=2))  # in standard-error units
     # Oscillation guard: an item whose step reverses direction (3PL items with a weakly

@@ -308,9 +308,9 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         se: uncertainty for MAP (True, "full", "blockwise"; False: point estimates only).
         draws: number of posterior draws of a MAP fit.
         correct_draws: importance-correct the MAP's Laplace draws (True) or keep them Gaussian.
-        item_prior: "hierarchical" (the centres of the priors on log a, d and c are learned from the
-            exam; see :class:`irtexam.irt.model.ModelSpec`) or "fixed" (centred on a = 1, d = 0,
-            c = 1 / n_choices).
+        item_prior: "hierarchical" (the centres of the priors on d and c are learned from the exam,
+            log a stays centred on 0; see :class:`irtexam.irt.model.ModelSpec`) or "fixed" (centred
+            on d = 0, c = 1 / n_choices).
     """
     model = kinds.check_kind(model)
     method = str(method).lower()

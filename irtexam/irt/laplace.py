@@ -44,7 +44,6 @@ from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fi
 from .model import item_params as mdl_item_params
 
 
-
 @dataclass
 class LaplaceCovariance:
     """Marginal covariances of a MAP fit in unconstrained space.

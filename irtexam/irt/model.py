@@ -75,9 +75,9 @@ class ModelSpec:
             c_i ~ Beta(kappa m, kappa (1 - m)) with m = sigmoid(mu_c), kappa = c_concentration, under
             weak hyperpriors mu_d, mu_b1 ~ N(0, b_scale^2), mu_c ~ N(logit(1 / n_choices), 1)
             (see :func:`hyper_prior`); "fixed": mu_d = mu_b1 = 0, m = 1 / n_choices. log a stays
-            centred on log_a_loc (it anchors the common level of the discriminations). An exam far harder or easier than the examinees,
-            or with fewer guessable items than 1 / n_choices, otherwise has every item shrunk
-            towards the wrong centre: on data/real_run (median b 1.5) the fixed priors made the
+            centred on log_a_loc (it anchors the common level of the discriminations). An exam far
+            harder or easier than the examinees, or with fewer guessable items than 1 / n_choices,
+            otherwise has every item shrunk towards the wrong centre: on data/real_run (median b 1.5) the fixed priors made the
             3PL over-predict the number of correct answers by 6%.
     """
 
@@ -292,7 +292,7 @@ def initial_params(spec: ModelSpec, design: Design) -> dict[str, np.ndarray]:
         params["c"] = np.full(shapes["c"], np.log(c0 / (1 - c0)))
     for item_key, name in HYPER_OF.items():
         if name in shapes:
-            params[name] = np.asarray(np.mean(params[item_key]) if item_key in params else hyper_prior(spec)[name][0])
+            params[name] = np.asarray(np.mean(params[item_key]))  # each centre's item parameter is in the model
     if "theta_raw" in shapes:
         score = (y * mask).sum(axis=0) / np.maximum(mask.sum(axis=0), 1)
         sd = score.std()
@@ -636,9 +636,9 @@ def numpyro_model(spec: ModelSpec, design: Design, y: jax.Array, mask: jax.Array
     import numpyro.distributions as dist
 
     params: dict[str, jax.Array] = {}
-    for name, (loc, scale) in hyper_prior(spec).items():
-        if name in hyper_names(spec):
-            params[name] = numpyro.sample(name, dist.Normal(loc, scale))
+    hyperprior = hyper_prior(spec)
+    for name in hyper_names(spec):
+        params[name] = numpyro.sample(name, dist.Normal(*hyperprior[name]))
     loc = item_prior_locations(spec, params)
     with numpyro.plate("item", design.n_items):
         if spec.has_discrimination:
