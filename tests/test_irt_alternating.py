@@ -139,3 +139,25 @@ def test_extrapolation_lands_on_the_same_optimum():
     assert fast_info["converged"] and plain_info["converged"]
     assert fast_info["iterations"] <= plain_info["iterations"]
     assert _max_deviation_in_se(fast, plain, spec, design) < 0.02
+
+
+def test_laplace_fisher_blocks_stay_finite_for_a_near_step_item():
+    """An item with a = 80 (a near-Guttman item, as joint MAP can give for a highly discriminating item) puts
+    p at 1 in float32 for most examinees; the Fisher blocks must stay finite and match a float64 reference
+    (there slope = 0 exactly where p = 1, so the p bound cannot matter)."""
+    from irtexam.irt.laplace import _fisher_blocks_binary
+
+    spec = mdl.ModelSpec(kind="3pl", n_choices=4)
+    eta = np.linspace(-3.0, 3.0, 41)
+    params = {"a": np.log(np.array([80.0, 1.2])), "d": np.array([0.3, -0.2]), "c": np.array([-1.9, -1.1])}
+    mask = np.ones((2, eta.size), dtype=bool)
+    A, G, W = _fisher_blocks_binary(params, spec, ("a", "d", "c"), eta, mask)
+    assert np.isfinite(A).all() and np.isfinite(G).all() and np.isfinite(W).all()
+    a, d, c = np.exp(params["a"]), params["d"], 1.0 / (1.0 + np.exp(-params["c"]))
+    z = a[:, None] * eta[None] + d[:, None]
+    s, s_bar = 1.0 / (1.0 + np.exp(-z)), 1.0 / (1.0 + np.exp(z))
+    p, q = c[:, None] + (1 - c[:, None]) * s, (1 - c[:, None]) * s_bar
+    jac = np.stack([(1 - c[:, None]) * s * s_bar * a[:, None] * eta, (1 - c[:, None]) * s * s_bar,
+                    (c * (1 - c))[:, None] * s_bar], axis=-1)                          # (items, examinees, 3)
+    ref = np.einsum("ime,imf->ief", jac / (p * q)[..., None], jac)
+    np.testing.assert_allclose(A, ref, rtol=2e-3, atol=1e-6 * np.abs(ref).max())

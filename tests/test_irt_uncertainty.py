@@ -143,6 +143,44 @@ def test_corrected_item_draws_match_an_exact_grid_posterior():
     assert abs(gaussian.mean() - exact_c) > 2 * abs(corrected.c.mean() - exact_c)
 
 
+def test_adaptive_rounds_find_a_ridge_posterior_and_weight_it_exactly():
+    """A 3PL-like conditional posterior that is Gaussian in (log a, b, logit c) (a ridge in (log a, d)):
+    p_u(u) = N(v(u); m, S) / a. Stage 1 (a t_4 at a point off the ridge, too narrow) misses most of the mass;
+    two adaptive rounds (moment matching in (log a, b, logit c), mixture weights with the Jacobian 1 / a)
+    recover the exact means and sds of log a, b and logit c and lower k-hat below 0.7."""
+    from irtexam.irt.draws import STUDENT_DF, _adaptive_stages, _apply_roots, _student_t, _to_difficulty
+    from irtexam.irt.laplace import LaplaceCovariance
+
+    rng = np.random.default_rng(3)
+    n, items, k = 3000, 4, 3
+    m = np.array([0.8, 1.5, -1.6])
+    S = np.array([[0.30, 0.25, 0.0], [0.25, 0.60, 0.05], [0.0, 0.05, 0.40]])
+    S_inv, (_, logdet) = np.linalg.inv(S), np.linalg.slogdet(S)
+
+    def log_target(u):
+        v = _to_difficulty(u, (0, 1)) - m
+        return -0.5 * np.einsum("...i,ij,...j->...", v, S_inv, v) - 0.5 * logdet - u[..., 0]
+
+    cov = LaplaceCovariance(("a", "d", "c"), {"a": slice(0, 1), "d": slice(1, 2), "c": slice(2, 3)},
+                            np.broadcast_to(np.eye(k) * 0.05, (items, k, k)).copy(), (), {}, np.zeros((0, 0)),
+                            None, "blockwise", item_cond_cov=np.broadcast_to(np.eye(k) * 0.05, (items, k, k)).copy())
+    u0 = np.tile([0.2, -0.5, -1.2], (items, 1))
+    root = np.broadcast_to(np.eye(k) * np.sqrt(0.05) * 2.0, (items, k, k)).copy()
+    t, log_q = _student_t(rng, (n, items, k), STUDENT_DF)
+    first = u0[None] + _apply_roots(root, t)
+    lt = log_target(first)
+    smoothed, khat = psis((lt - log_q).T)
+    proposals, smoothed2, khat2 = _adaptive_stages(first, lt, smoothed, u0, root, cov, rng, log_target, 2)
+    assert proposals.shape == (3 * n, items, k)
+    assert np.all(khat > 0.7) and np.all(khat2 < 0.7)
+    w = np.exp(smoothed2)                                                                  # (I, 3N)
+    v = _to_difficulty(proposals, (0, 1))
+    mean = np.einsum("in,nik->ik", w, v)
+    sd = np.sqrt(np.einsum("in,nik->ik", w, (v - mean[None]) ** 2))
+    np.testing.assert_allclose(mean, np.broadcast_to(m, mean.shape), atol=0.06)
+    np.testing.assert_allclose(sd, np.broadcast_to(np.sqrt(np.diag(S)), sd.shape), rtol=0.1)
+
+
 def test_every_interval_comes_from_the_same_draws():
     rm, _ = irtexam.simulate(60, None, model="2pl", seed=2, facets=FACETS)
     result = quiet_fit(rm, model="2pl", facets=list(FACETS))

@@ -199,3 +199,25 @@ def test_anchor_linking_error_zero_without_noise_and_grows_with_drift():
     moved = transform_items(new, 1.2, 0.3)
     moved = kinds.ItemParams(moved.a, np.asarray(moved.b) + np.random.default_rng(0).normal(0, 0.3, 20), moved.c)
     assert np.all(anchor_linking_error(Fit(new), Fit(moved), anchors, n_boot=40) > 0.02)
+
+
+def test_fixed_anchor_em_learns_the_item_prior_centre():
+    """The EM's M-step learns the hierarchical prior's centre of d with the items, as irtexam.fit does: at the
+    joint mode d/dmu_d [sum_i log N(d_i | mu_d, s^2) + log N(mu_d | 0, s^2)] = 0, i.e. mu_d = sum_i d_i / (n + 1)
+    (hand formula); on a hard exam it sits far below the fixed prior's 0, and the fixed prior has no centre."""
+    from irtexam.bank.link import fixed_anchor_em
+    from irtexam.irt import model as mdl
+
+    rng = np.random.default_rng(4)
+    items = kinds.ItemParams(np.exp(rng.normal(0.2, 0.3, 30)), rng.normal(1.5, 0.8, 30), None)
+    y = kinds.simulate_responses(rng.normal(0, 1, 400), items, rng)
+    rm = irtexam.ResponseMatrix.from_wide(y, items=[f"q{j}" for j in range(30)],
+                                          examinees=[f"e{m}" for m in range(400)])
+    spec = mdl.ModelSpec(kind="2pl", n_choices=4)
+    out = fixed_anchor_em(rm, spec, items, np.array([], dtype=int), free_scale=False)
+    d = -np.asarray(out["items"].a) * np.asarray(out["items"].b)
+    assert out["hyper"]["mu_d"] == pytest.approx(d.sum() / (len(d) + 1), abs=2e-3)
+    assert out["hyper"]["mu_d"] < -1.0
+    fixed = fixed_anchor_em(rm, mdl.ModelSpec(kind="2pl", n_choices=4, item_prior="fixed"), items,
+                            np.array([], dtype=int), free_scale=False)
+    assert fixed["hyper"] == {}

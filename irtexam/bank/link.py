@@ -394,7 +394,13 @@ def _float64(objective: Any, r: np.ndarray, n: np.ndarray) -> Any:
 
 
 def _m_step_objective(spec: Any, keys: tuple[str, ...], n_free: int, n_grid: int) -> Any:
-    """Jitted value-and-gradient of minus the expected complete-data log posterior of the free items (cached)."""
+    """Jitted value-and-gradient of minus the expected complete-data log posterior of the free items (cached).
+
+    The parameter vector holds ``n_free`` values per item key, then one value per hyperparameter of the
+    item prior (:func:`irtexam.irt.model.hyper_names`; none for ``item_prior="fixed"``): the prior centres
+    are learned together with the free items, as in :func:`irtexam.fit`, with their hyperprior
+    (:func:`irtexam.irt.model.hyper_log_prior`).
+    """
     key = (spec, keys, n_free, n_grid)
     if key not in _OBJECTIVES:
         import jax
@@ -403,13 +409,17 @@ def _m_step_objective(spec: Any, keys: tuple[str, ...], n_free: int, n_grid: int
         from ..irt import model as mdl
 
         grid = jnp.linspace(-6.0, 6.0, n_grid)
+        hyper_keys = mdl.hyper_names(spec)
+        offset = len(keys) * n_free
 
         def f(x: Any, r: Any, n: Any) -> Any:
             u = {k: x[i * n_free:(i + 1) * n_free] for i, k in enumerate(keys)}
+            hyper = {h: x[offset + i] for i, h in enumerate(hyper_keys)}
             items = mdl.item_params(u, spec, n_free)
             p = jnp.clip(kinds.prob_correct(grid, items), 1e-9, 1 - 1e-9).T              # (I_free, Q)
             ll = (r * jnp.log(p) + (n - r) * jnp.log1p(-p)).sum()
-            return -(ll + mdl.item_log_prior(u, spec).sum())
+            prior = mdl.item_log_prior(u, spec, hyper).sum() + mdl.hyper_log_prior(hyper, spec)
+            return -(ll + prior)
 
         _OBJECTIVES[key] = jax.jit(jax.value_and_grad(f))
     return _OBJECTIVES[key]
@@ -466,9 +476,14 @@ def fixed_anchor_em(responses: Any, spec: Any, fixed: kinds.ItemParams, fixed_ro
         return {k: flat[i * sizes[0]:(i + 1) * sizes[0]] for i, k in enumerate(keys)}
 
     objective = _m_step_objective(spec, tuple(keys), len(free_rows), grid.size)
+    # learned prior centres (hierarchical item prior) start at the free items' own means
+    hyper_start = {"mu_d": float(np.mean(x0["d"])), "mu_b1": float(np.mean(x0["d"])),
+                   "mu_c": float(np.mean(x0["c"])) if "c" in x0 else 0.0}
+    hyper0 = np.array([hyper_start[h] for h in mdl.hyper_names(spec)], dtype=float)
 
-    flat = np.concatenate([x0[k] for k in keys])
+    flat = np.concatenate([x0[k] for k in keys] + [hyper0])
     iterations = 0
+    hyper = dict(zip(mdl.hyper_names(spec), map(float, hyper0)))
     for iterations in range(1, max_iter + 1):
         p = np.clip(np.asarray(kinds.prob_correct(grid, kinds.ItemParams(a, b, c))), 1e-9, 1 - 1e-9)  # (Q, I)
         loglik = (y * mask).T @ np.log(p).T + ((1 - y) * mask).T @ np.log1p(-p).T                     # (E, Q)
@@ -488,12 +503,13 @@ def fixed_anchor_em(responses: Any, spec: Any, fixed: kinds.ItemParams, fixed_ro
         flat, mu, sigma = res.x, new_mu, new_sigma
         items = mdl.item_params({k: np.asarray(v) for k, v in unpack(jnp.asarray(flat)).items()}, spec,
                                 len(free_rows))
+        hyper = dict(zip(mdl.hyper_names(spec), map(float, flat[len(keys) * len(free_rows):])))
         a[free_rows], b[free_rows] = np.asarray(items.a), np.asarray(items.b)
         c[free_rows] = np.asarray(items.c)
         if change < tol:
             break
     return {"items": kinds.ItemParams(a, b, c), "mu": mu, "sigma": sigma, "iterations": iterations,
-            "n_examinees": int(values.shape[1])}
+            "n_examinees": int(values.shape[1]), "hyper": hyper}
 
 
 def implied_link(new_items: kinds.ItemParams, linked_items: kinds.ItemParams) -> tuple[float, float]:

@@ -53,6 +53,11 @@ def supports(spec: ModelSpec) -> bool:
     return spec.kind in ("1pl", "2pl", "3pl") and not spec.facets
 
 
+# Bounds on p in the Fisher weights w = 1 / (p (1 - p)): 1 - 1e-7 is the largest bound below 1 that float32
+# represents (1 - 1e-9 rounds to 1.0, and w = inf meets slope = 0 as NaN).
+P_FLOOR, P_CEIL = 1e-12, 1.0 - 1e-7
+
+
 def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
     """The unconstrained item parameters in step order."""
     return (("a",) if spec.has_discrimination else ()) + ("d",) + (("c",) if spec.free_guessing else ())
@@ -65,7 +70,7 @@ def _cells(items: Mapping[str, Array], theta: Array, spec: ModelSpec) -> dict[st
     z = a[:, None] * theta[None, :] + items["d"][:, None]
     s = jax.nn.sigmoid(z)
     cc = c[:, None]
-    p = jnp.clip(cc + (1.0 - cc) * s, 1e-12, 1.0 - 1e-7)
+    p = jnp.clip(cc + (1.0 - cc) * s, P_FLOOR, P_CEIL)
     return {"a": a, "c": c, "s": s, "p": p, "slope": (1.0 - cc) * s * (1.0 - s)}
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from . import kinds
 from . import likelihood as lk
-from .alternating import binary_item_information
+from .alternating import P_CEIL, P_FLOOR, binary_item_information
 from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds,
                     item_prior_terms)
 from .model import item_params as mdl_item_params
@@ -154,7 +154,7 @@ def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Arr
     s = jax.nn.sigmoid(z)
     cc = c[:, None]
     slope = (1.0 - cc) * s * (1.0 - s)
-    p = jnp.clip(cc + (1.0 - cc) * s, 1e-9, 1.0 - 1e-9)
+    p = jnp.clip(cc + (1.0 - cc) * s, P_FLOOR, P_CEIL)  # float32: 1 - 1e-9 would round to 1
     w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
     A = binary_item_information(a, c, s, w, slope, eta, item_keys)
     W = (a * a) @ (w * slope * slope)
