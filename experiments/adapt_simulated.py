@@ -62,7 +62,7 @@ def main() -> None:
         answers = dict(zip(ids, kinds.simulate_responses(np.array([theta]), truth, rng)[0]))
         for selection in ("mfi", "astrat", "random"):
             s = run_cat(bank, answers.get, se_target=args.se_target, max_items=args.max_items, seed=m,
-                        selection=selection).summary
+                        selection=selection, misfit=False).summary   # theta only: no accuracy misfit replay
             rows.append({"examinee": m, "selection": selection, "theta_true": theta_fit[m], "theta": s["theta"],
                          "theta_low": s["theta_low"], "theta_high": s["theta_high"], "theta_sd": s["theta_sd"],
                          "items_used": s["items_used"], "reached_target": s["stop_reason"] == "se_target"})

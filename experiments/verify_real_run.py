@@ -52,7 +52,8 @@ SAMPLE_SEED, SAMPLE_SIZE = 16, 45
 # (source tag, seed, size): each draw is random.Random(seed).sample of the item ids (file order)
 # not named in the issue and not drawn before; the fresh samples were labelled after the
 # verifier's rules were fixed (seed 17) and before any of its verdicts were looked at (seed 18)
-SAMPLES = (("random_seed16", SAMPLE_SEED, SAMPLE_SIZE), ("fresh_seed17", 17, 20), ("fresh_seed18", 18, 40))
+SAMPLES = (("random_seed16", SAMPLE_SEED, SAMPLE_SIZE), ("fresh_seed17", 17, 20), ("fresh_seed18", 18, 40),
+           ("fresh_seed19", 19, 40))
 
 
 def hand_label_draws(ids: list[str]) -> dict[str, list[str]]:
@@ -70,7 +71,7 @@ def hand_label_sample(ids: list[str]) -> list[str]:
 
 
 # the run got slow: the fresh sample second (seed 18 was drawn after the run)
-SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16", "fresh_seed18")
+SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16", "fresh_seed18", "fresh_seed19")
 
 
 def run_order(items: list) -> list:
@@ -443,16 +444,22 @@ def stage_analyze(_: argparse.Namespace) -> None:
               "fresh sample (seed 18, labelled blind to the verdicts)":
                   hand_label_scores(report, base_flags, labels, "fresh_seed18"),
               "fresh samples (seeds 17 + 18)":
-                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18"))}
+                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18")),
+              "fresh sample (seed 19, labelled blind; held out from the session-14 rule changes)":
+                  hand_label_scores(report, base_flags, labels, "fresh_seed19"),
+              "fresh samples (seeds 17 + 18 + 19)":
+                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18", "fresh_seed19"))}
     conf = confusion(report, base_flags)
     by_label = label_table(report, labels)
     by_label_18 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed18"})
+    by_label_19 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed19"})
     figures = plot(report, base_flags, base_result, kept_result)
     counts = report["verdict"].value_counts().reindex(["keep", *FLAWED], fill_value=0).to_dict()
     payload = {"verified": len(report), "unverified": len(unverified), "verdicts": counts, "rekeyed": len(rekeyed),
                "kept": len(kept_ids), "hand_labels": scores,
                "confusion": conf.to_dict(orient="records"), "hand_label_x_verdict": by_label.to_dict(),
                "hand_label_x_verdict_fresh_seed18": by_label_18.to_dict(),
+               "hand_label_x_verdict_fresh_seed19": by_label_19.to_dict(),
                "fit_all_items": base, "fit_kept_items": kept, "fit_keep_verdict_only": strict,
                "matched_heldout_loglik_per_cell": matched,
                "facet_ranking_changed": {f: base["facet_ranking"][f] != kept["facet_ranking"][f]
@@ -471,6 +478,7 @@ def stage_analyze(_: argparse.Namespace) -> None:
                   f"* verifier or IRT flag: {_fmt_pr(sc['verifier_or_irt'])}", ""]
     lines += ["## Hand label x verdict", "", markdown(by_label), "",
               "Fresh sample (seed 18) alone:", "", markdown(by_label_18), "",
+              "Fresh sample (seed 19) alone:", "", markdown(by_label_19), "",
               "## Verdict x IRT flags (fit on all 202 items)", "", markdown(conf, index=False), "",
               "Verifier x IRT flag (2 x 2):", "", markdown(two_by_two(report, base_flags, "wrong_key_flag")), "",
               markdown(two_by_two(report, base_flags, "any_flag")), "",

@@ -37,7 +37,7 @@ def test_cat_recovers_ability_with_fewer_items_than_random():
     est, used_mfi, used_rand, covered = [], [], [], []
     for m, theta in enumerate(thetas):
         answers = answers_for(bank, theta, rng)
-        res = run_cat(bank, answers.get, se_target=0.35, max_items=60, seed=m)
+        res = run_cat(bank, answers.get, se_target=0.35, max_items=60, seed=m, selection="mfi")
         est.append(res.summary["theta"])
         used_mfi.append(res.summary["items_used"])
         covered.append(res.summary["theta_low"] <= theta <= res.summary["theta_high"])
@@ -46,7 +46,7 @@ def test_cat_recovers_ability_with_fewer_items_than_random():
     assert np.corrcoef(est, thetas)[0, 1] > 0.85
     assert np.mean(used_mfi) < 0.8 * np.mean(used_rand)
     assert np.mean(covered) >= 0.7
-    res = run_cat(bank, answers.get, se_target=0.35, max_items=60)
+    res = run_cat(bank, answers.get, se_target=0.35, max_items=60, selection="mfi")
     t = res.trajectory
     assert list(t["step"]) == list(range(1, len(t) + 1)) and t["item"].is_unique
     assert res.summary["calls_saved"] == bank.n_items - res.summary["items_used"]
@@ -77,10 +77,11 @@ def test_content_balancing_and_randomesque():
     bank = true_bank(60)
     levels = {i: ("remember" if j % 3 else "apply") for j, i in enumerate(bank.ids)}
     answers = answers_for(bank, 0.0, np.random.default_rng(3))
-    res = run_cat(bank, answers.get, se_target=1e-6, max_items=12, levels=levels, randomesque=4, seed=5)
+    res = run_cat(bank, answers.get, se_target=1e-6, max_items=12, levels=levels, randomesque=4, seed=5,
+                  selection="mfi")
     counts = res.trajectory["level"].value_counts()
     assert counts["apply"] == 4 and counts["remember"] == 8      # bank shares 1/3, 2/3
-    other = run_cat(bank, answers.get, se_target=1e-6, max_items=12, randomesque=4, seed=6)
+    other = run_cat(bank, answers.get, se_target=1e-6, max_items=12, randomesque=4, seed=6, selection="mfi")
     assert list(other.trajectory["item"]) != list(res.trajectory["item"])
 
 
@@ -172,3 +173,78 @@ def test_anchor_selection_gives_representative_fixed_items(fitdir):
                         se_target=1e-6)
     assert list(res.trajectory["item"]) == [bank.ids[j] for j in order]
     assert len(set(order)) == 8
+
+
+def bank_with_calibration(misfit: float, n_items: int = 80, n_examinees: int = 60, seed: int = 7) -> ItemBank:
+    """true_bank items with calibration responses simulated from them; ``misfit`` > 0 adds a second,
+    group-specific dimension (half the examinees gain ``misfit`` logits on the less discriminating half
+    of the items, the other half lose it), which the unidimensional bank does not model."""
+    bank = true_bank(n_items, seed)
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, 1, n_examinees)
+    p = np.asarray(kinds.prob_correct(theta, bank.params, pairwise=False)).T          # (I, E)
+    a = np.asarray(bank.params.a)
+    sign = np.where(np.arange(n_examinees) % 2 == 0, 1.0, -1.0)[None, :] * (a < np.median(a))[:, None]
+    c = np.asarray(bank.params.c)[:, None]
+    core = np.clip((p - c) / (1 - c), 1e-9, 1 - 1e-9)
+    shifted = 1 / (1 + np.exp(-(np.log(core / (1 - core)) + misfit * sign)))
+    y = (rng.random(p.shape) < c + (1 - c) * shifted).astype(float)
+    return ItemBank(bank.ids, bank.params, bank.draws, None, y)
+
+
+def test_predicted_accuracy_adds_misfit_variance():
+    bank = true_bank(50)
+    state = make_state(bank)
+    for j in range(40):
+        state.update(j, float(j % 2))
+    plain, wide = predicted_accuracy(state), predicted_accuracy(state, misfit_var=0.03 ** 2)
+    assert wide["accuracy"] == pytest.approx(plain["accuracy"])
+    assert wide["accuracy_sd"] == pytest.approx(np.sqrt(plain["accuracy_sd"] ** 2 + 0.03 ** 2), rel=1e-6)
+    assert wide["accuracy_high"] - wide["accuracy_low"] > plain["accuracy_high"] - plain["accuracy_low"] + 0.02
+
+
+def test_misfit_curve_measures_misfit_from_calibration_examinees():
+    from irtexam.bank.adapt import misfit_curve
+
+    clean, bent = bank_with_calibration(0.0), bank_with_calibration(1.5)
+    v_clean = misfit_curve(clean, "mfi", 15)
+    v_bent = misfit_curve(bent, "mfi", 15)
+    assert v_clean.shape == v_bent.shape == (16,)
+    assert np.sqrt(v_clean[5:].mean()) < 0.02                 # data from the bank's own model: no misfit
+    assert np.sqrt(v_bent[5:].mean()) > 0.03                  # a second dimension: the model misses it
+    assert misfit_curve(bent, "mfi", 15) is v_bent            # cached on the bank
+    assert misfit_curve(true_bank(40), "mfi", 15) is None     # no calibration responses: no term
+    answers = dict(zip(bent.ids, bent.calibration[:, 0]))
+    with_term = run_cat(bent, answers.get, se_target=1e-9, max_items=15, min_items=0, selection="mfi")
+    without = run_cat(bent, answers.get, se_target=1e-9, max_items=15, min_items=0, selection="mfi", misfit=False)
+    assert with_term.summary["accuracy"] == pytest.approx(without.summary["accuracy"])
+    assert with_term.summary["misfit_sd"] == pytest.approx(np.sqrt(v_bent[15]))
+    assert with_term.summary["misfit_examinees"] == 60 and without.summary["misfit_sd"] is None
+    width = lambda r: r.summary["accuracy_high"] - r.summary["accuracy_low"]    # noqa: E731
+    assert width(with_term) > width(without) + 0.02
+
+
+def test_stratified_selection_is_default_and_draws_one_item_per_stratum():
+    from irtexam.bank.adapt import DEFAULT_SELECTION, item_strata
+
+    assert DEFAULT_SELECTION == "stratified"
+    bank = bank_with_calibration(0.0)
+    answers = dict(zip(bank.ids, bank.calibration[:, 3]))
+    runs = [run_cat(bank, answers.get, se_target=1e-9, max_items=12, min_items=0, seed=s, misfit=False)
+            for s in (0, 1)]
+    strata = item_strata(bank, 12)
+    assert len(np.unique(strata)) == 12
+    for res in runs:
+        assert res.summary["selection"] == "stratified"
+        chosen = [bank.ids.index(i) for i in res.trajectory["item"]]
+        assert sorted(strata[chosen]) == list(range(12))       # one item from every stratum, largest first
+        assert strata[chosen[0]] == 0 and np.sum(strata == 0) >= np.sum(strata == 11)
+    assert list(runs[0].trajectory["item"]) != list(runs[1].trajectory["item"])   # random within strata
+    # without calibration responses the strata are difficulty quantiles
+    plain = true_bank(40)
+    b = np.asarray(plain.params.b)
+    res = run_cat(plain, answers_for(plain, 0.0, np.random.default_rng(0)).get, se_target=1e-9, max_items=4,
+                  min_items=0)
+    picked = np.sort(b[[plain.ids.index(i) for i in res.trajectory["item"]]])
+    quartiles = np.quantile(b, [0.25, 0.5, 0.75])
+    assert list(np.searchsorted(quartiles, picked)) == [0, 1, 2, 3]

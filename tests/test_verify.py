@@ -22,9 +22,9 @@ import pytest
 from irtexam.cli import main
 from irtexam.errors import InputError, IrtexamError
 from irtexam.exam.schema import ExamItem, read_exam, write_exam
-from irtexam.exam.verify import (VerifyConfig, cyclic_orders, decide, has_embedded_label, has_placeholder,
-                                 item_passage, judge_requests, near_duplicates, pick_requests, static_checks,
-                                 value_found, verify_exam, verify_items)
+from irtexam.exam.verify import (VerifyConfig, boolean_value, cyclic_orders, decide, has_embedded_label,
+                                 has_placeholder, item_passage, judge_requests, near_duplicates, pick_requests,
+                                 static_checks, value_found, verify_exam, verify_items)
 from irtexam.filters import run_chain
 from irtexam.llm.base import ContinuationScore, ScoreRequest
 
@@ -109,6 +109,19 @@ def test_near_duplicate_candidates():
     assert near_duplicates([frame.format(x) for x in ("heap_blks_vacuumed", "heap_blks_total",
                                                       "max_dead_tuples", "index_vacuum_count")], 1) == []
     assert near_duplicates(["Only regular tables", "All regular tables and views", "Only views", "None"], 1) == []
+
+
+def test_boolean_spellings_are_one_answer_and_negations_are_not_nested():
+    """``True`` and ``on`` are two spellings of one value (the second is as right as the key); ``INHERIT``
+    and ``NO INHERIT`` differ by a negation only: opposites, not a part and its whole."""
+    assert boolean_value("`True`") == "true" and boolean_value("on") == "true" and boolean_value("OFF") == "false"
+    assert boolean_value("on demand") is None and boolean_value("5432") is None
+    assert near_duplicates(["True", "On", "False", "Auto"], 0) == [(1, "identical")]
+    assert near_duplicates(["True", "Off", "False", "Auto"], 0) == []
+    table = "ALTER TABLE measurement_y2006m02 {} measurement;"
+    choices = [table.format(x) for x in ("ATTACH", "DETACH", "NO INHERIT", "INHERIT")]
+    assert near_duplicates(choices, 2) == []
+    assert near_duplicates(["FETCH count", "FETCH FORWARD count", "MOVE count", "CLOSE"], 0) == [(1, "nested")]
 
 
 # ------------------------------------------------------------------ decision rules

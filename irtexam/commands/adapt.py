@@ -9,7 +9,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``adapt`` sub-command."""
     p = subparsers.add_parser(
         "adapt", help="adaptive testing: measure one pipeline with a few items of a calibrated exam",
-        description="Give items one at a time, each the most informative at the current ability estimate "
+        description="Give items one at a time (by default one random item from each of --max-items groups of "
+                    "similar items, the best predictor of whole-exam accuracy on data/real_run; --selection mfi "
+                    "for the classic most-informative-item CAT), re-estimating the ability after each answer "
                     "(EAP under the calibrated item parameters, their draws integrated), until the ability's "
                     "standard error reaches --se-target or --max-items are given. Offline with --replay (answers "
                     "read from a response table) or live with --exam/--spec/--pipeline (the pipeline answers; "
@@ -24,10 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--se-target", type=float, default=0.3, help="stop when the ability's posterior sd <= this (0.3)")
     p.add_argument("--max-items", type=int, default=30, help="stop after this many items (default 30)")
     p.add_argument("--min-items", type=int, default=5, help="never stop before this many items (default 5)")
-    p.add_argument("--selection", default="mfi", choices=("mfi", "astrat", "accuracy", "random", "anchors"),
-                   help="next item: maximum Fisher information (default), a-stratified, largest expected "
-                        "reduction of the accuracy variance, random, or representative anchors (k-means of the "
-                        "calibration responses; best for predicting whole-exam accuracy on data/real_run)")
+    p.add_argument("--selection", default="stratified",
+                   choices=("stratified", "mfi", "astrat", "accuracy", "random", "anchors"),
+                   help="next item: stratified (default: one random item per k-means group of the calibration "
+                        "answers, largest group first; MAE 0.029 of the predicted whole-exam accuracy at 30 items "
+                        "on data/real_run), maximum Fisher information at the current estimate, a-stratified, "
+                        "largest expected reduction of the accuracy variance, random, or representative anchors "
+                        "(fixed order)")
     p.add_argument("--randomesque", type=int, default=1,
                    help="exposure control: pick at random among the N best items (default 1: the best)")
     p.add_argument("--balance", default=None, choices=("bloom", "question_word"),
@@ -35,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--estimator", default="eap", choices=("eap", "map"), help="ability estimate (default eap)")
     p.add_argument("--draws", type=int, default=100,
                    help="posterior draws of the item parameters integrated (0: point estimates)")
+    p.add_argument("--no-misfit", dest="misfit", action="store_false",
+                   help="leave the model-misfit term (estimated by replaying the calibration examinees) out of the "
+                        "accuracy interval")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
@@ -47,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     res = adapt(args.fitdir, replay=args.replay, examinee=args.examinee, exam=args.exam, spec=args.spec,
                 pipeline=args.pipeline, se_target=args.se_target, max_items=args.max_items,
                 min_items=args.min_items, seed=args.seed, selection=args.selection, randomesque=args.randomesque,
-                balance=args.balance, estimator=args.estimator, draws=args.draws, out=args.out)
+                balance=args.balance, estimator=args.estimator, draws=args.draws, misfit=args.misfit,
+                out=args.out)
     s = res.summary
     print(f"{s['items_used']} of {s['exam_items']} items ({s['stop_reason']}); theta {s['theta']:.3f} "
           f"[{s['theta_low']:.3f}, {s['theta_high']:.3f}] (sd {s['theta_sd']:.3f}); predicted accuracy "

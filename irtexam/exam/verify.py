@@ -311,24 +311,53 @@ def _subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
     return all(any(w == x for x in it) for w in short)
 
 
+_BOOLEAN_SPELLINGS = {**{w: "true" for w in ("on", "true", "yes", "1", "enabled", "enable")},
+                      **{w: "false" for w in ("off", "false", "no", "0", "disabled", "disable")}}
+_NEGATIONS = frozenset({"no", "not", "never", "without", "non", "cannot", "nothing", "none"})
+
+
+def boolean_value(choice: str) -> str | None:
+    """"true" / "false" when the whole choice is one spelling of a boolean (``on``, ``True``, ``yes``,
+    ``1``, ``enabled`` ...; quotes and case aside), else None: two spellings of one value are one answer."""
+    words = _words(choice)
+    return _BOOLEAN_SPELLINGS.get(words[0]) if len(words) == 1 else None
+
+
+def _extra_words(short: Sequence[str], long: Sequence[str]) -> list[str]:
+    """The words of ``long`` left over after matching ``short`` as an ordered subsequence (greedy)."""
+    extra, i = [], 0
+    for w in long:
+        if i < len(short) and w == short[i]:
+            i += 1
+        else:
+            extra.append(w)
+    return extra
+
+
 def near_duplicates(choices: Sequence[str], key: int) -> list[tuple[int, str]]:
     """Candidates that repeat the key: (index, how) for identical or nested answers.
 
-    Identical: the same words in the same order (case and punctuation aside). Nested:
-    after dropping the words all candidates share at the start and end, one is the other
-    with extra words inserted (its words are an ordered subsequence of the other's).
+    Identical: the same words in the same order (case and punctuation aside), or two spellings
+    of one boolean value (:func:`boolean_value`: ``True`` and ``on``). Nested: after dropping the
+    words all candidates share at the start and end, one is the other with extra words inserted
+    (its words are an ordered subsequence of the other's), unless the extra words are only
+    negations (``INHERIT`` vs ``NO INHERIT`` are opposites, not a part and its whole).
     """
     words = [_words(c) for c in choices]
     distinct = _distinct_tokens(choices)
+    key_bool = boolean_value(choices[key])
     out = []
     for j in range(len(choices)):
         if j == key:
             continue
-        if words[j] == words[key]:
+        if words[j] == words[key] or (key_bool is not None and boolean_value(choices[j]) == key_bool):
             out.append((j, "identical"))
             continue
         a, b = distinct[key], distinct[j]
-        if a != b and (_subsequence(a, b) or _subsequence(b, a)):
+        if a == b:
+            continue
+        short, long = (a, b) if _subsequence(a, b) else (b, a) if _subsequence(b, a) else (None, None)
+        if short is not None and not set(_extra_words(short, long)) <= _NEGATIONS:
             out.append((j, "nested"))
     return out
 
