@@ -18,8 +18,9 @@ are printed. Cases:
   written as a long CSV.
 
 irtexam runs with a warm JAX compilation cache (one unpaired warm-up run fills a cache
-folder used by the timed runs) and, for the ``cold`` column, with an empty cache folder per
-run (``IRTEXAM_JAX_CACHE_DIR`` pointing at a new folder). mirt has nothing to cache. The
+folder used by the timed runs: JAX's compiled executables and irtexam's stored L-BFGS
+objective, which is loaded without tracing) and, for the ``cold`` column, with an empty cache
+folder per run (``IRTEXAM_JAX_CACHE_DIR`` pointing at a new folder). mirt has nothing to cache. The
 load average is printed at start and end: on a shared machine the absolute times move with
 whatever else runs; the paired ratios move less.
 

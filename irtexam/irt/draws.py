@@ -239,8 +239,8 @@ def _student_t_log_density(t: np.ndarray, df: float) -> np.ndarray:
 def _whiten(x: np.ndarray, centre: np.ndarray, root: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """t = R_i^-1 (x - m_i) per item for x (N, I, k), centre (I, k), roots (I, k, k) lower triangular or
     symmetric; and log |det R_i| (I,), so a location-scale t has log q(x) = log q_std(t) - log |det R|."""
-    solved = np.linalg.solve(root[None], (x - centre[None])[..., None])[..., 0]
-    sign, logdet = np.linalg.slogdet(root)
+    solved = _apply_roots(np.linalg.inv(root), x - centre[None])  # one k x k inverse per item, batched matmul
+    _, logdet = np.linalg.slogdet(root)
     return solved, logdet
 
 
@@ -264,9 +264,10 @@ def _weighted_moments(proposals: np.ndarray, log_weights: np.ndarray) -> tuple[n
     """Self-normalised weighted mean (I, k) and covariance (I, k, k) of proposals (N, I, k), weights (I, N)."""
     w = np.exp(log_weights - log_weights.max(axis=1, keepdims=True))
     w /= w.sum(axis=1, keepdims=True)
-    mean = np.einsum("in,nik->ik", w, proposals)
-    centred = proposals - mean[None]
-    return mean, np.einsum("in,nik,nil->ikl", w, centred, centred)
+    by_item = np.moveaxis(proposals, 0, 1)                                          # (I, N, k)
+    mean = np.matmul(w[:, None, :], by_item)[:, 0]                                  # (I, k)
+    centred = by_item - mean[:, None]
+    return mean, np.matmul(np.swapaxes(centred * w[..., None], 1, 2), centred)
 
 
 def _difficulty_coordinates(cov: LaplaceCovariance) -> tuple[int, int] | None:
@@ -322,6 +323,7 @@ def _adaptive_stages(proposals: np.ndarray, log_target: np.ndarray, smoothed: np
     n_proposals, n_items, k = proposals.shape
     columns = _difficulty_coordinates(cov)
     components = [(u0, root, None)]
+    log_q = [_log_t_density_in_u(proposals, u0, root, None)]           # per component, over the draws so far
     for _ in range(rounds):
         mean, moment_cov = _weighted_moments(_to_difficulty(proposals, columns), smoothed)
         ok = np.isfinite(moment_cov).all(axis=(1, 2)) & np.isfinite(mean).all(axis=1)
@@ -330,11 +332,13 @@ def _adaptive_stages(proposals: np.ndarray, log_target: np.ndarray, smoothed: np
         root_r = _sqrt_psd(moment_cov)
         t, _ = _student_t(rng, (n_proposals, n_items, k), STUDENT_DF)
         new, _ = _from_difficulty(mean[None] + _apply_roots(root_r, t), columns)
+        log_q = [np.concatenate([old, _log_t_density_in_u(new, c, r, cols)])
+                 for old, (c, r, cols) in zip(log_q, components)]
         components.append((mean, root_r, columns))
         proposals = np.concatenate([proposals, new], axis=0)
+        log_q.append(_log_t_density_in_u(proposals, mean, root_r, columns))
         log_target = np.concatenate([log_target, log_target_of(new)])
-        log_q = np.stack([_log_t_density_in_u(proposals, c, r, cols) for c, r, cols in components])
-        log_mix = np.logaddexp.reduce(log_q, axis=0) - np.log(len(components))
+        log_mix = np.logaddexp.reduce(np.stack(log_q), axis=0) - np.log(len(components))
         smoothed, khat = psis((log_target - log_mix).T)
     return proposals, smoothed, khat
 

@@ -1,0 +1,151 @@
+"""The `irtexam fit` fast path (issue 13): NumPy L-BFGS, stored executables, fit.nc, one-command parser."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import irtexam
+from irtexam.irt import compile_cache, idata, kinds
+from irtexam.irt.lbfgs import minimize_lbfgs
+
+
+def _rosen(x):
+    value = np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+    grad = np.zeros_like(x)
+    grad[:-1] = -400.0 * x[:-1] * (x[1:] - x[:-1] ** 2) - 2 * (1 - x[:-1])
+    grad[1:] += 200.0 * (x[1:] - x[:-1] ** 2)
+    return value, grad
+
+
+def _logistic():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 20))
+    y = (X @ rng.standard_normal(20) + rng.standard_normal(300) > 0).astype(float)
+
+    def fun(b):
+        z = X @ b
+        return float(np.sum(np.logaddexp(0, z) - y * z) + 0.5 * b @ b), X.T @ (1 / (1 + np.exp(-z)) - y) + b
+    return fun
+
+
+@pytest.mark.parametrize("case", ["rosen", "logistic", "maxiter"])
+def test_lbfgs_follows_scipy_lbfgsb(case):
+    optimize = pytest.importorskip("scipy.optimize")
+    fun, x0, opts = {"rosen": (_rosen, np.full(10, -1.2), dict(maxcor=10, gtol=1e-8, ftol=1e-12)),
+                     "logistic": (_logistic(), np.zeros(20), dict(maxcor=20, gtol=1e-6, ftol=1e-9)),
+                     "maxiter": (_rosen, np.full(30, -1.2), dict(maxcor=5, gtol=1e-10, ftol=0.0, maxiter=40))}[case]
+    ref = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", options=opts)
+    ours = minimize_lbfgs(fun, x0, **opts)
+    assert (ours.nit, ours.nfev, ours.success) == (ref.nit, ref.nfev, ref.success)
+    assert ours.message == ref.message
+    np.testing.assert_allclose(ours.x, ref.x, rtol=0, atol=1e-8)
+
+
+def test_lbfgs_stops_at_once_on_a_zero_gradient():
+    result = minimize_lbfgs(lambda x: (float(x @ x), 2 * x), np.zeros(3))
+    assert result.success and result.nit == 0 and result.nfev == 1
+
+
+def test_fit_does_not_import_scipy_optimize():
+    code = ("import sys, warnings; warnings.simplefilter('ignore'); import irtexam; "
+            "r, _ = irtexam.simulate(30, 24, model='2pl', seed=1, facets={'llm': 2, 'icl': 3}); "
+            "irtexam.fit(r, model='2pl', facets='llm,icl'); print('scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "IRTEXAM_JAX_CACHE": "0"})
+    assert out.stdout.strip() == "False"
+
+
+def test_compiled_executable_is_stored_loaded_and_replaced_when_broken(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_cache, "executable_dir", lambda: tmp_path)
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    unique = float(np.frombuffer(os.urandom(4), dtype=np.uint32)[0]) + 0.5  # a program JAX has not cached
+
+    @jax.jit
+    def f(x, y):
+        return (x * y).sum() * unique
+
+    args = (jnp.arange(4.0), jnp.ones(4))
+    parts = ("test", unique)
+    compiled = compile_cache.compiled_executable("test-f", parts, f, args)
+    expected = float(compiled(*args))
+    assert expected == pytest.approx(6.0 * unique)
+    stored = list(tmp_path.glob("test-f-*.bin"))
+    assert len(stored) == 1
+
+    class NoTrace:  # a stored executable must be used without tracing
+        def trace(self, *a):
+            raise AssertionError("traced although an executable was stored")
+
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    loaded = compile_cache.compiled_executable("test-f", parts, NoTrace(), args)
+    assert float(loaded(*args)) == expected
+
+    stored[0].write_bytes(b"not an executable")
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    again = compile_cache.compiled_executable("test-f", parts, f, args)
+    assert float(again(*args)) == expected
+    assert not stored[0].exists() or stored[0].read_bytes() != b"not an executable"
+
+
+def test_pointwise_loglik_matches_cell_loglik_with_missing_cells():
+    responses, _ = irtexam.simulate(40, 30, model="3pl", seed=5)
+    values = responses.values.copy()
+    values[np.random.default_rng(1).uniform(size=values.shape) < 0.3] = np.nan
+    import dataclasses
+    responses = dataclasses.replace(responses, values=values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = irtexam.fit(responses, model="3pl", draws=50)
+    ours = idata.pointwise_loglik(result)
+    s = result.samples
+    items = kinds.ItemParams(a=s["a"][..., None], b=s["b"][..., None], c=s["c"][..., None])
+    cells = np.asarray(kinds.cell_loglik(result.design.y[None], s["theta"][:, None, :], items, pairwise=True))
+    np.testing.assert_array_equal(ours[0], cells[:, result.design.mask].astype(np.float32))
+
+
+def test_fit_nc_supports_arviz_loo(tmp_path):
+    az = pytest.importorskip("arviz")
+    responses, _ = irtexam.simulate(30, 40, model="2pl", seed=2, facets={"llm": 2, "icl": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=100)
+        result.save(tmp_path / "fit")
+        data = az.from_netcdf(str(tmp_path / "fit" / "fit.nc"))
+        loo = az.loo(data)
+    assert data.log_likelihood["y"].shape == (1, 100, int(result.design.mask.sum()))
+    np.testing.assert_array_equal(data.log_likelihood["y"].values, idata.pointwise_loglik(result))
+    assert np.isfinite(loo.elpd_loo)
+
+
+def test_cli_registers_only_the_named_command():
+    from irtexam.cli import build_parser
+
+    only_fit = build_parser("fit")
+    assert set(only_fit._subparsers._group_actions[0].choices) == {"fit"}
+    assert set(build_parser("import-lm-eval")._subparsers._group_actions[0].choices) == {"import-lm-eval"}
+    everything = set(build_parser()._subparsers._group_actions[0].choices)
+    assert {"fit", "simulate", "demo", "grade"} <= everything
+    assert set(build_parser("no-such-command")._subparsers._group_actions[0].choices) == everything
+
+
+def test_nuts_fit_nc_keeps_sample_stats(tmp_path):
+    az = pytest.importorskip("arviz")
+    responses, _ = irtexam.simulate(15, None, model="2pl", seed=1, facets={"llm": 2, "icl": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = irtexam.fit(responses, model="2pl", facets="llm,icl", method="nuts", chains=2, warmup=30, samples=30)
+        result.save(tmp_path / "fit")  # boolean `diverging` included (h5netcdf refused it)
+        data = az.from_netcdf(str(tmp_path / "fit" / "fit.nc"))
+    assert data.sample_stats["diverging"].dtype == bool
+    assert data.posterior["theta_llm"].shape == (2, 30, 2)
+    np.testing.assert_array_equal(data.sample_stats["diverging"].values,
+                                  np.asarray(result.sample_stats["diverging"]).reshape(2, 30))
+    assert list(data.posterior["theta_llm"].coords["llm"].values) == list(result.design.facet_levels["llm"])
