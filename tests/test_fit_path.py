@@ -95,6 +95,36 @@ def test_compiled_executable_is_stored_loaded_and_replaced_when_broken(tmp_path,
     assert not stored[0].exists() or stored[0].read_bytes() != b"not an executable"
 
 
+
+def test_executable_is_stored_when_jax_cache_already_holds_the_program(tmp_path, monkeypatch):
+    """A machine whose JAX disk cache already holds the program (e.g. from before executables were kept):
+    JAX would load it from there, and such an executable cannot be serialised, so it would never be
+    stored; compiled_executable compiles with JAX's cache off and stores it."""
+    cache = tmp_path / "jax"
+    monkeypatch.setattr(compile_cache, "executable_dir", lambda: tmp_path / "executables")
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    unique = float(np.frombuffer(os.urandom(4), dtype=np.uint32)[0]) + 0.25
+    previous = (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache)
+    try:
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        jax.config.update("jax_enable_compilation_cache", True)
+        args = (jnp.arange(4.0), jnp.ones(4))
+
+        def program():
+            @jax.jit
+            def f(x, y):
+                return (x + y).sum() * unique
+            return f
+
+        program().trace(*args).lower().compile()                  # JAX's own cache now holds it
+        compiled = compile_cache.compiled_executable("test-g", ("test", unique), program(), args)
+        assert float(compiled(*args)) == pytest.approx(10.0 * unique)
+        assert jax.config.jax_enable_compilation_cache                 # switched back on
+        assert len(list((tmp_path / "executables").glob("test-g-*.bin"))) == 1
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous[0])
+        jax.config.update("jax_enable_compilation_cache", previous[1])
+
 def test_pointwise_loglik_matches_cell_loglik_with_missing_cells():
     responses, _ = irtexam.simulate(40, 30, model="3pl", seed=5)
     values = responses.values.copy()

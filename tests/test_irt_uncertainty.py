@@ -170,7 +170,7 @@ def test_adaptive_rounds_find_a_ridge_posterior_and_weight_it_exactly():
     first = u0[None] + _apply_roots(root, t)
     lt = log_target(first)
     smoothed, khat = psis((lt - log_q).T)
-    proposals, smoothed2, khat2 = _adaptive_stages(first, lt, smoothed, u0, root, cov, rng, log_target, 2)
+    proposals, smoothed2, khat2 = _adaptive_stages(first, lt, log_q, smoothed, u0, root, cov, rng, log_target, 2)
     assert proposals.shape == (3 * n, items, k)
     assert np.all(khat > 0.7) and np.all(khat2 < 0.7)
     w = np.exp(smoothed2)                                                                  # (I, 3N)

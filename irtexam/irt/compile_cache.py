@@ -130,8 +130,17 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
             return compiled
         except Exception:  # noqa: BLE001 - any failure: forget the file and compile
             path.unlink(missing_ok=True)
+    # compiled with JAX's own disk cache off: an executable JAX loads from that cache cannot be
+    # serialised again, so a process that found it there would never store ours (one full compile,
+    # once, on a machine whose JAX cache already held this program; a fresh machine compiles anyway)
+    enabled = bool(jax.config.jax_enable_compilation_cache)
     hits = _CACHE_HITS[0]
-    compiled = jitted.trace(*args).lower().compile()
+    try:
+        if path is not None:
+            jax.config.update("jax_enable_compilation_cache", False)
+        compiled = jitted.trace(*args).lower().compile()
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
     if path is not None and _CACHE_HITS[0] == hits:  # compiled here, not loaded from JAX's cache
         _store(compiled, path)
     _remember(key, compiled)

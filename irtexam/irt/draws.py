@@ -298,47 +298,53 @@ def _from_difficulty(v: np.ndarray, columns: tuple[int, int] | None) -> tuple[np
     return u, v[..., ia]
 
 
-def _log_t_density_in_u(x: np.ndarray, centre: np.ndarray, root: np.ndarray,
-                        columns: tuple[int, int] | None) -> np.ndarray:
-    """log density (up to the constant shared by every t_4 in k dimensions) at u-points x (N, I, k) of a t_4
-    with ``centre`` and scale root ``root`` living in difficulty coordinates (``columns``) or in u (None):
-    log q_u(x) = log q_v(v(x)) - log |det du/dv| (:func:`_from_difficulty`)."""
-    v = _to_difficulty(x, columns)
-    whitened, logdet = _whiten(v, centre, root)
-    return _student_t_log_density(whitened, STUDENT_DF) - logdet[None] - _from_difficulty(v, columns)[1]
+def _log_t_density(points: np.ndarray, centre: np.ndarray, root: np.ndarray, log_jacobian: Any) -> np.ndarray:
+    """log density (up to the constant shared by every t_4 in k dimensions) of t_4(centre, root root^T) at
+    ``points`` (N, I, k) given in that t's own coordinates, minus ``log_jacobian`` (log |det du/dv| of the
+    points, to express it as a density in u)."""
+    whitened, logdet = _whiten(points, centre, root)
+    return _student_t_log_density(whitened, STUDENT_DF) - logdet[None] - log_jacobian
 
 
-def _adaptive_stages(proposals: np.ndarray, log_target: np.ndarray, smoothed: np.ndarray, u0: np.ndarray,
-                     root: np.ndarray, cov: LaplaceCovariance, rng: np.random.Generator, log_target_of: Any,
-                     rounds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _adaptive_stages(proposals: np.ndarray, log_target: np.ndarray, log_q1: np.ndarray, smoothed: np.ndarray,
+                     u0: np.ndarray, root: np.ndarray, cov: LaplaceCovariance, rng: np.random.Generator,
+                     log_target_of: Any, rounds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Adaptive rounds of :func:`corrected_item_draws`. Returns (proposals ((1 + rounds) N, I, k), smoothed
-    log weights (I, (1 + rounds) N), k-hat (I,)).
+    log weights (I, (1 + rounds) N), k-hat (I,)). ``log_q1``: stage 1's proposal log density at its draws.
 
     Round r fits q_r = t_4(m_r, C_r), m_r and C_r the weighted mean and covariance of all draws so far in
     difficulty coordinates v = (log a, b = -d / a, logit c) (where the 3PL's weakly identified ridge, large a
     with d = -a b, is straight; GRM items stay in u), draws N more, and re-weights every draw against the
     equal mixture of q1 .. q_r (multiple importance sampling, balance heuristic). The density of q_r in
-    u = (log a, d, logit c) is q_v(v(u)) / a, since |det du/dv| = |dd/db| = a.
+    u = (log a, d, logit c) is q_v(v(u)) / a, since |det du/dv| = |dd/db| = a. Each component's density
+    is evaluated once per draw (kept between rounds).
     """
     n_proposals, n_items, k = proposals.shape
     columns = _difficulty_coordinates(cov)
-    components = [(u0, root, None)]
-    log_q = [_log_t_density_in_u(proposals, u0, root, None)]           # per component, over the draws so far
+    v_points = _to_difficulty(proposals, columns)
+    log_jacobian = v_points[..., columns[0]] if columns is not None else np.zeros(v_points.shape[:-1])  # log a
+    components: list[tuple[np.ndarray, np.ndarray]] = []                               # adaptive (centre, root) in v
+    log_q = [log_q1 - np.linalg.slogdet(root)[1][None]]                               # per component, all draws
     for _ in range(rounds):
-        mean, moment_cov = _weighted_moments(_to_difficulty(proposals, columns), smoothed)
+        mean, moment_cov = _weighted_moments(v_points, smoothed)
         ok = np.isfinite(moment_cov).all(axis=(1, 2)) & np.isfinite(mean).all(axis=1)
         moment_cov = np.where(ok[:, None, None], moment_cov, np.eye(k)) + 1e-6 * np.eye(k)
         mean = np.where(ok[:, None], mean, _to_difficulty(u0, columns))
         root_r = _sqrt_psd(moment_cov)
-        t, _ = _student_t(rng, (n_proposals, n_items, k), STUDENT_DF)
-        new, _ = _from_difficulty(mean[None] + _apply_roots(root_r, t), columns)
-        log_q = [np.concatenate([old, _log_t_density_in_u(new, c, r, cols)])
-                 for old, (c, r, cols) in zip(log_q, components)]
-        components.append((mean, root_r, columns))
-        proposals = np.concatenate([proposals, new], axis=0)
-        log_q.append(_log_t_density_in_u(proposals, mean, root_r, columns))
-        log_target = np.concatenate([log_target, log_target_of(new)])
-        log_mix = np.logaddexp.reduce(np.stack(log_q), axis=0) - np.log(len(components))
+        t, log_t = _student_t(rng, (n_proposals, n_items, k), STUDENT_DF)
+        new_v = mean[None] + _apply_roots(root_r, t)
+        new_u, new_jacobian = _from_difficulty(new_v, columns)
+        log_q[0] = np.concatenate([log_q[0], _log_t_density(new_u, u0, root, 0.0)])
+        for n, (c, r) in enumerate(components, start=1):
+            log_q[n] = np.concatenate([log_q[n], _log_t_density(new_v, c, r, new_jacobian)])
+        log_q.append(np.concatenate([_log_t_density(v_points, mean, root_r, log_jacobian),
+                                     log_t - np.linalg.slogdet(root_r)[1][None] - new_jacobian]))
+        components.append((mean, root_r))
+        proposals = np.concatenate([proposals, new_u], axis=0)
+        v_points = np.concatenate([v_points, new_v], axis=0)
+        log_jacobian = np.concatenate([log_jacobian, new_jacobian], axis=0)
+        log_target = np.concatenate([log_target, log_target_of(new_u)])
+        log_mix = np.logaddexp.reduce(np.stack(log_q), axis=0) - np.log(len(log_q))
         smoothed, khat = psis((log_target - log_mix).T)
     return proposals, smoothed, khat
 
@@ -377,7 +383,7 @@ def corrected_item_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, 
     if np.any(khat > ADAPT_KHAT):
         try:
             proposals, smoothed, khat = _adaptive_stages(
-                proposals, log_target, smoothed, u0, root, cov, rng,
+                proposals, log_target, log_q1, smoothed, u0, root, cov, rng,
                 lambda x: _log_target_of(x, cov, theta, y, m, spec, hyper, chunk), ADAPT_ROUNDS)
         except np.linalg.LinAlgError:  # a singular proposal scale: keep stage 1 (its k-hat is reported)
             pass
