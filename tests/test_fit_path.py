@@ -125,6 +125,25 @@ def test_executable_is_stored_when_jax_cache_already_holds_the_program(tmp_path,
         jax.config.update("jax_compilation_cache_dir", previous[0])
         jax.config.update("jax_enable_compilation_cache", previous[1])
 
+
+def test_executables_with_custom_calls_are_not_stored(tmp_path, monkeypatch):
+    """A LAPACK solve compiles to a custom call; such an executable, loaded in a fresh process, crashes it
+    (segmentation fault), so it is used but never written to disk."""
+    monkeypatch.setattr(compile_cache, "executable_dir", lambda: tmp_path)
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    unique = float(np.frombuffer(os.urandom(4), dtype=np.uint32)[0]) + 0.75
+
+    @jax.jit
+    def solve(a, b):
+        return jnp.linalg.solve(a, b) * unique
+
+    args = (jnp.eye(3) * 2.0, jnp.ones(3))
+    compiled = compile_cache.compiled_executable("test-solve", ("test", unique), solve, args)
+    np.testing.assert_allclose(np.asarray(compiled(*args)), 0.5 * unique, rtol=1e-6)
+    assert not compile_cache.storable(compiled)
+    assert list(tmp_path.glob("*.bin")) == []
+    assert len(list(tmp_path.glob("test-solve-*.nostore"))) == 1     # later processes compile it as usual
+
 def test_pointwise_loglik_matches_cell_loglik_with_missing_cells():
     responses, _ = irtexam.simulate(40, 30, model="3pl", seed=5)
     values = responses.values.copy()

@@ -62,7 +62,7 @@ MAX_IN_MEMORY = 32  # executables kept by this process (oldest dropped first)
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
-_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py")  # the code the stored programs trace
+_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py")  # the code they trace
 
 
 def _count_cache_hits(event: str, **kwargs: Any) -> None:
@@ -130,21 +130,43 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
             return compiled
         except Exception:  # noqa: BLE001 - any failure: forget the file and compile
             path.unlink(missing_ok=True)
-    # compiled with JAX's own disk cache off: an executable JAX loads from that cache cannot be
+    # Compiled with JAX's own disk cache off: an executable JAX loads from that cache cannot be
     # serialised again, so a process that found it there would never store ours (one full compile,
-    # once, on a machine whose JAX cache already held this program; a fresh machine compiles anyway)
+    # once, on a machine whose JAX cache already held this program; a fresh machine compiles anyway).
+    # A program that cannot be stored (custom calls, see `storable`) leaves a marker, and later
+    # processes compile it through JAX's cache as usual.
+    marker = path.with_suffix(".nostore") if path is not None else None
+    fresh = path is not None and not marker.exists()
     enabled = bool(jax.config.jax_enable_compilation_cache)
     hits = _CACHE_HITS[0]
     try:
-        if path is not None:
+        if fresh:
             jax.config.update("jax_enable_compilation_cache", False)
         compiled = jitted.trace(*args).lower().compile()
     finally:
         jax.config.update("jax_enable_compilation_cache", enabled)
-    if path is not None and _CACHE_HITS[0] == hits:  # compiled here, not loaded from JAX's cache
-        _store(compiled, path)
+    if fresh and _CACHE_HITS[0] == hits:  # compiled here, not loaded from JAX's cache
+        if storable(compiled):
+            _store(compiled, path)
+        else:
+            try:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            except OSError:
+                pass
     _remember(key, compiled)
     return compiled
+
+
+def storable(compiled: Any) -> bool:
+    """Whether a compiled executable can be stored: not when it holds custom calls (LAPACK solves,
+    cholesky, ...): their targets are registered in the process that compiled them, and a fresh process
+    that loads such an executable crashes (segmentation fault, no exception to catch)."""
+    try:
+        text = compiled.as_text()
+    except Exception:  # noqa: BLE001 - cannot inspect it: do not store it
+        return False
+    return "custom-call" not in text and "custom_call" not in text
 
 
 def _remember(key: str, compiled: Any) -> None:

@@ -288,13 +288,14 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
                                  np.linalg.inv(D), M, "blockwise", item_cond_cov=A_inv)
     # Schur complement on the person side. A_i^-1 = L_i L_i^T, H_i = L_i^T G_i.
     L = np.linalg.cholesky(A_inv)
-    H = np.matmul(np.transpose(L, (0, 2, 1)), G).reshape(n_items * k, n_examinees)  # rows: L_i^T G_i
+    # per-item k x k products as einsum loops: thousands of tiny GEMM calls are slow in a threaded BLAS
+    H = np.einsum("ilk,ilp->ikp", L, G).reshape(n_items * k, n_examinees)  # rows: L_i^T G_i
     Q = H.T @ H  # sum_i G_i^T A_i^-1 G_i  (n_examinees x n_examinees)
     S = D - M.T @ Q @ M
     S_inv = np.linalg.inv(S)
     n_person_params = M.shape[1]
     # (n_items, k, P): A_i^-1 B_i; stacked products reshaped to one (n_items k) x P matrix product
-    E = (np.matmul(A_inv, G).reshape(-1, n_examinees) @ M).reshape(n_items, k, n_person_params)
+    E = (np.einsum("ikl,ilp->ikp", A_inv, G).reshape(-1, n_examinees) @ M).reshape(n_items, k, n_person_params)
     ES = (E.reshape(-1, n_person_params) @ S_inv).reshape(n_items, k, n_person_params)
     item_cov = A_inv + np.einsum("ijp,ilp->ijl", ES, E)
     return LaplaceCovariance(item_keys, item_slices, item_cov, person_keys, person_slices, S_inv, M, "full",
