@@ -112,9 +112,33 @@ def _command_name(argv: Sequence[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+# Commands of the statistics core: nothing of theirs needs the interpreter's final teardown, which
+# after JAX and XLA have been loaded takes 0.1-0.3 s (freeing modules and compiled programs).
+FAST_EXIT_COMMANDS = frozenset({"fit", "info", "prune", "report", "adapt", "link", "simulate"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``irtexam`` script; returns the process exit code."""
+    """Entry point of the ``irtexam`` script; returns the process exit code.
+
+    Called as the script (``argv`` None) for a statistics command, the process ends right after the
+    command: output flushed and ``atexit`` handlers run (weakref finalizers included), then
+    ``os._exit`` skips the interpreter's teardown (:data:`FAST_EXIT_COMMANDS`).
+    """
+    as_script = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    code = _main(argv)
+    if as_script and _command_name(argv) in FAST_EXIT_COMMANDS:
+        import atexit
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(code)
+    return code
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(_command_name(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -198,3 +199,19 @@ def test_nuts_fit_nc_keeps_sample_stats(tmp_path):
     np.testing.assert_array_equal(data.sample_stats["diverging"].values,
                                   np.asarray(result.sample_stats["diverging"]).reshape(2, 30))
     assert list(data.posterior["theta_llm"].coords["llm"].values) == list(result.design.facet_levels["llm"])
+
+
+def test_script_exit_skips_teardown_but_keeps_output_and_exit_code(tmp_path):
+    """As the script (``main()`` without arguments) a statistics command ends with os._exit after flushing:
+    its printed lines, its files and its exit code (0, or 2 with a one-line error) are all there."""
+    code = ("import sys; from irtexam.cli import main; sys.argv = ['irtexam'] + sys.argv[1:]; "
+            "print('returned', main())")
+    root = Path(__file__).resolve().parents[1]
+    ok = subprocess.run([sys.executable, "-c", code, "fit", str(root / "data/real_run/responses.csv.gz"),
+                         "--model", "1pl", "--out", str(tmp_path / "fit")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "wrote" in ok.stdout and "returned" not in ok.stdout          # ended inside main(), after printing
+    assert (tmp_path / "fit" / "items.csv").stat().st_size > 0 and (tmp_path / "fit" / "meta.json").exists()
+    bad = subprocess.run([sys.executable, "-c", code, "fit", str(tmp_path / "missing.csv"), "--out",
+                          str(tmp_path / "x")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "file not found" in bad.stderr and "returned" not in bad.stdout
