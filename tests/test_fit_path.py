@@ -215,3 +215,26 @@ def test_script_exit_skips_teardown_but_keeps_output_and_exit_code(tmp_path):
     bad = subprocess.run([sys.executable, "-c", code, "fit", str(tmp_path / "missing.csv"), "--out",
                           str(tmp_path / "x")], capture_output=True, text=True)
     assert bad.returncode == 2 and "file not found" in bad.stderr and "returned" not in bad.stdout
+
+
+def test_first_compile_of_a_process_leaves_jax_cache_on(tmp_path):
+    """compiled_executable as the first compile of a process must not turn JAX's persistent cache off for the
+    rest of it (JAX decides once per process whether its cache is used): a later ordinary jit compile is
+    still written to the cache folder."""
+    code = f"""
+import os, jax, jax.numpy as jnp
+jax.config.update("jax_compilation_cache_dir", {str(tmp_path / 'jax')!r})
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from irtexam.irt import compile_cache
+f = jax.jit(lambda x, y: (x * y).sum())
+compile_cache.compiled_executable("first", ("t",), f, (jnp.ones(3), jnp.ones(3)))
+before = set(os.listdir({str(tmp_path / 'jax')!r}))
+g = jax.jit(lambda x: jnp.cumsum(x) * 3.0)
+g(jnp.arange(5.0)).block_until_ready()
+after = set(os.listdir({str(tmp_path / 'jax')!r}))
+print(len(after - before))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip().splitlines()[-1]) >= 1

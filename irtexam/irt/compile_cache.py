@@ -59,6 +59,7 @@ def enable_compilation_cache() -> Path | None:
 EXECUTABLE_FOLDER = "irtexam-executables"
 MAX_EXECUTABLE_BYTES = 128 * 1024 ** 2
 MAX_IN_MEMORY = 32  # executables kept by this process (oldest dropped first)
+STORE_OPTIONS = {"xla_cpu_enable_fast_math": False}  # XLA's default; see compiled_executable
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
@@ -130,21 +131,16 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
             return compiled
         except Exception:  # noqa: BLE001 - any failure: forget the file and compile
             path.unlink(missing_ok=True)
-    # Compiled with JAX's own disk cache off: an executable JAX loads from that cache cannot be
-    # serialised again, so a process that found it there would never store ours (one full compile,
-    # once, on a machine whose JAX cache already held this program; a fresh machine compiles anyway).
-    # A program that cannot be stored (custom calls, see `storable`) leaves a marker, and later
-    # processes compile it through JAX's cache as usual.
+    # An executable that JAX loads from its own disk cache cannot be serialised again, so ours are
+    # compiled with one explicit (default-valued) XLA option: that makes JAX's cache key differ from the
+    # one of a plain jit of the same program, which a machine's JAX cache may already hold. (Switching
+    # JAX's cache off for this compile instead would, as the first compile of a process, turn it off for
+    # the whole process.) A program that cannot be stored (custom calls, see `storable`) leaves a marker.
     marker = path.with_suffix(".nostore") if path is not None else None
     fresh = path is not None and not marker.exists()
-    enabled = bool(jax.config.jax_enable_compilation_cache)
     hits = _CACHE_HITS[0]
-    try:
-        if fresh:
-            jax.config.update("jax_enable_compilation_cache", False)
-        compiled = jitted.trace(*args).lower().compile()
-    finally:
-        jax.config.update("jax_enable_compilation_cache", enabled)
+    lowered = jitted.trace(*args).lower()
+    compiled = lowered.compile(compiler_options=STORE_OPTIONS) if fresh else lowered.compile()
     if fresh and _CACHE_HITS[0] == hits:  # compiled here, not loaded from JAX's cache
         if storable(compiled):
             _store(compiled, path)
