@@ -2,7 +2,7 @@
 
 A calibrated fit (``irtexam fit ... --out FITDIR``) is an item bank: its item
 parameters (and their posterior draws) let a new examinee (a new RAG pipeline) be
-measured with a few items, each chosen where it is most informative.
+measured with a few items (chosen by `selection`: by default one random item per stratum of similar items).
 
 Ability posterior (exact, on a grid): with prior theta ~ N(0, 1) (the fit's ability
 scale has mean 0 and sd 1 across its examinees) and S joint posterior draws of the
