@@ -313,15 +313,21 @@ def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[st
     return out, np.asarray((theta - mean) / sd, dtype=dtype)
 
 
+def _successive_changes(previous: np.ndarray, current: np.ndarray) -> tuple[float, float]:
+    """(cosine, rho = |current| / |previous|) of two successive sweep changes; (0, 0) if either is zero."""
+    norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
+    if norm_prev == 0.0 or norm_cur == 0.0:
+        return 0.0, 0.0
+    return float(previous @ current) / (norm_prev * norm_cur), norm_cur / norm_prev
+
+
 def _convergence_ratio(previous: np.ndarray | None, current: np.ndarray) -> float:
-    """rho = |current| / |previous| when two successive changes are parallel (cosine > 0.99), else 0;
+    """rho = |current| / |previous| when two successive changes are parallel (cosine >= 0.99), else 0;
     at most 0.999. Linear convergence at rate rho leaves current * rho / (1 - rho) to go."""
     if previous is None:
         return 0.0
-    norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
-    if norm_prev == 0.0 or norm_cur == 0.0 or float(previous @ current) < 0.99 * norm_prev * norm_cur:
-        return 0.0
-    return min(norm_cur / norm_prev, 0.999)
+    cosine, rho = _successive_changes(previous, current)
+    return min(rho, 0.999) if cosine >= 0.99 else 0.0
 
 
 def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
@@ -335,11 +341,7 @@ def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
     With learned item-prior centres the common shift of all discriminations and their centre
     converges at rho ~ 0.99 (only the likelihood holds it), hence RHO_MAX = 0.995.
     """
-    norm_prev, norm_cur = float(np.linalg.norm(previous)), float(np.linalg.norm(current))
-    if norm_prev == 0.0 or norm_cur == 0.0:
-        return 0.0
-    cosine = float(previous @ current) / (norm_prev * norm_cur)
-    rho = norm_cur / norm_prev
+    cosine, rho = _successive_changes(previous, current)
     if cosine < 0.995 or not 0.5 < rho < RHO_MAX:
         return 0.0
     return min(rho / (1.0 - rho), FACTOR_MAX)
@@ -356,8 +358,7 @@ def _compiled_step(name: str, step: Any, spec: ModelSpec, args: tuple) -> Any:
     def bound(items: Any, theta: Any, y: Any, mask: Any, damping: Any, previous: Any) -> Any:
         return step(items, theta, y, mask, spec, damping, previous)
 
-    parts = (repr(spec), repr(jax.tree_util.tree_map(lambda v: (np.shape(v), str(np.asarray(v).dtype)), args)))
-    return compiled_executable(name, parts, jax.jit(bound), args)
+    return compiled_executable(name, (repr(spec),), jax.jit(bound), args)
 
 
 def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Mapping[str, np.ndarray], *,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import jax
+import numpy as np
 
 MAX_CACHE_BYTES = 512 * 1024 ** 2
 
@@ -77,6 +78,15 @@ def executable_dir() -> Path | None:
     return Path(folder) / EXECUTABLE_FOLDER if folder else None
 
 
+def argument_signature(args: Sequence[Any]) -> str:
+    """The structure, shapes and dtypes of ``args`` (a pytree): what an executable is compiled for."""
+    def signature(value: Any) -> tuple[tuple[int, ...], str]:
+        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype  # no host copy of arrays
+        return np.shape(value), str(dtype)
+
+    return repr(jax.tree_util.tree_map(signature, tuple(args)))
+
+
 def executable_key(name: str, parts: Sequence[Any]) -> str:
     """A file name for the executable of ``name`` whose compiled form is fixed by ``parts`` (shapes, spec, ...)."""
     import jaxlib
@@ -109,16 +119,16 @@ def _cpu_flags() -> str:
 def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequence[Any]) -> Any:
     """The compiled executable of ``jitted`` for ``args``: from this process, from disk (no tracing), or traced.
 
-    ``parts`` must fix everything the compiled function depends on apart from the values of
-    ``args`` (their shapes and dtypes, the model configuration): data enter as arguments,
-    not as constants. A freshly compiled executable is written to :func:`executable_dir`
+    ``parts`` must fix everything the compiled function depends on apart from ``args`` (the
+    model configuration); the arguments' structure, shapes and dtypes are added to the key
+    (:func:`argument_signature`). Data enter as arguments, not as constants. A freshly compiled executable is written to :func:`executable_dir`
     (not one JAX loaded from its own cache: those cannot be serialised again). A stored
     executable that fails to load or to run on ``args`` is deleted and the function traced.
     """
     if not _LISTENING[0]:
         jax.monitoring.register_event_listener(_count_cache_hits)
         _LISTENING[0] = True
-    key = executable_key(name, parts)
+    key = executable_key(name, (*parts, argument_signature(args)))
     if key in _MEMORY:
         return _MEMORY[key]
     folder = executable_dir()

@@ -140,7 +140,7 @@ def lbfgs_map(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                                {k: np.asarray(v, dtype=np.int32) for k, v in design.facet_index.items()},
                                {k: np.asarray(v, dtype=dtype) for k, v in design.facet_basis.items()},
                                np.asarray(scale, dtype=dtype)))
-        objective = _objective(spec, design, init, flat0, data)
+        objective = _objective(spec, design, init, unravel, flat0, data)
 
         def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
             value, grad = objective(np.asarray(x, dtype=dtype), *data)
@@ -157,8 +157,8 @@ def lbfgs_map(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
     return params, info
 
 
-def _objective(spec: mdl.ModelSpec, design: mdl.Design, init: Mapping[str, np.ndarray], flat0: np.ndarray,
-               data: tuple) -> Any:
+def _objective(spec: mdl.ModelSpec, design: mdl.Design, init: Mapping[str, np.ndarray], unravel: Any,
+               flat0: np.ndarray, data: tuple) -> Any:
     """The compiled value and gradient of the scaled negative log posterior over the flat parameter vector.
 
     Called as ``objective(flat, y, mask, facet_index, facet_basis, scale)`` (``data`` is the
@@ -170,18 +170,15 @@ def _objective(spec: mdl.ModelSpec, design: mdl.Design, init: Mapping[str, np.nd
     """
     from .compile_cache import compiled_executable
 
-    _, unravel = _ravel_params(init, flat0.dtype)
-
     @jax.jit
     def objective(flat: jax.Array, y: jax.Array, m: jax.Array, index: dict, basis: dict,
                   scale: jax.Array) -> tuple[jax.Array, jax.Array]:
         layout = replace(design, facet_index=index, facet_basis=basis)
         return jax.value_and_grad(lambda f: -mdl.log_posterior(unravel(f), spec, layout, y, m) * scale)(flat)
 
-    args = (flat0, *data)
-    parts = (repr(spec), design.max_score, tuple((k, np.shape(v)) for k, v in sorted(init.items())),
-             repr(jax.tree_util.tree_map(lambda v: (np.shape(v), str(v.dtype)), args)))
-    return compiled_executable("lbfgs-objective", parts, objective, args)
+    # the layout of the flat vector (unravel) is fixed by the parameters' names and shapes
+    parts = (repr(spec), design.max_score, tuple((k, np.shape(v)) for k, v in sorted(init.items())))
+    return compiled_executable("lbfgs-objective", parts, objective, (flat0, *data))
 
 
 def _ravel_params(params: Mapping[str, Any], dtype: Any) -> tuple[np.ndarray, Any]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -224,6 +224,17 @@ class _Dcsrch:
         return float(stp), "FG"
 
 
+def _cubic_terms(f1: Any, f2: Any, s1: Any, s2: Any, d1: Any, d2: Any,
+                 clamp: bool = False) -> tuple[Any, Any]:
+    """theta and |gamma| of the cubic through (s1, f1, d1) and (s2, f2, d2), scaled against overflow as
+    in MINPACK-2: theta = 3 (f1 - f2) / (s2 - s1) + d1 + d2, s = max(|theta|, |d1|, |d2|),
+    gamma = s sqrt((theta / s)^2 - (d1 / s)(d2 / s)) (the radicand floored at 0 when ``clamp``)."""
+    theta = 3.0 * (f1 - f2) / (s2 - s1) + d1 + d2
+    s = max(abs(theta), abs(d1), abs(d2))
+    radicand = (theta / s) ** 2 - (d1 / s) * (d2 / s)
+    return theta, s * np.sqrt(max(0.0, radicand) if clamp else radicand)
+
+
 def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, stp: float, fp: float, dp: float,
             brackt: bool, stpmin: float, stpmax: float) -> tuple[float, float, float, float, float, float, float, bool]:
     """MINPACK-2 dcstep: a safeguarded cubic/quadratic step; updates the interval [stx, sty].
@@ -234,9 +245,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
     stx, fx, dx, sty, fy, dy, stp, fp, dp = map(np.float64, (stx, fx, dx, sty, fy, dy, stp, fp, dp))
     sgnd = np.sign(dp) * np.sign(dx)
     if fp > fx:  # higher function value: the minimum is bracketed
-        theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-        s = max(abs(theta), abs(dx), abs(dp))
-        gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
+        theta, gamma = _cubic_terms(fx, fp, stx, stp, dx, dp)
         if stp < stx:
             gamma = -gamma
         p = (gamma - dx) + theta
@@ -247,9 +256,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
         stpf = stpc if abs(stpc - stx) <= abs(stpq - stx) else stpc + (stpq - stpc) / 2.0
         brackt = True
     elif sgnd < 0.0:  # derivatives of opposite sign: bracketed
-        theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-        s = max(abs(theta), abs(dx), abs(dp))
-        gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
+        theta, gamma = _cubic_terms(fx, fp, stx, stp, dx, dp)
         if stp > stx:
             gamma = -gamma
         p = (gamma - dp) + theta
@@ -260,9 +267,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
         stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
         brackt = True
     elif abs(dp) < abs(dx):  # same sign, derivative magnitude decreases
-        theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-        s = max(abs(theta), abs(dx), abs(dp))
-        gamma = s * np.sqrt(max(0.0, (theta / s) ** 2 - (dx / s) * (dp / s)))
+        theta, gamma = _cubic_terms(fx, fp, stx, stp, dx, dp, clamp=True)
         if stp > stx:
             gamma = -gamma
         p = (gamma - dp) + theta
@@ -283,9 +288,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
             stpf = min(max(stpf, stpmin), stpmax)
     else:  # same sign, derivative magnitude does not decrease
         if brackt:
-            theta = 3.0 * (fp - fy) / (sty - stp) + dy + dp
-            s = max(abs(theta), abs(dy), abs(dp))
-            gamma = s * np.sqrt((theta / s) ** 2 - (dy / s) * (dp / s))
+            theta, gamma = _cubic_terms(fp, fy, stp, sty, dy, dp)
             if stp > sty:
                 gamma = -gamma
             p = (gamma - dp) + theta
