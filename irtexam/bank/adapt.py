@@ -360,6 +360,7 @@ def misfit_curve(bank: ItemBank, selection: str, max_items: int, *, estimator: s
             steps = min(int(max_items), bank.n_items)
             sq = np.zeros(steps + 1)
             var = np.zeros(steps + 1)
+            before = predicted_accuracy(make_state(point), n_samples=10)   # k = 0: the same for every examinee
             for e in complete:
                 answers = dict(zip(bank.ids, y[:, e]))
                 actual = float(np.mean(y[:, e]))
@@ -368,10 +369,8 @@ def misfit_curve(bank: ItemBank, selection: str, max_items: int, *, estimator: s
                             misfit=False).trajectory
                 sq[1:] += (t["accuracy"].to_numpy() - actual) ** 2
                 var[1:] += t["accuracy_sd"].to_numpy() ** 2
-                first = make_state(point)
-                m0 = predicted_accuracy(first, n_samples=10)
-                sq[0] += (m0["accuracy"] - actual) ** 2
-                var[0] += m0["accuracy_sd"] ** 2
+                sq[0] += (before["accuracy"] - actual) ** 2
+                var[0] += before["accuracy_sd"] ** 2
             curve = np.maximum(sq - var, 0.0) / complete.size
             curve = np.concatenate([curve, np.zeros(max(int(max_items) - steps, 0))])
             bank.cache[("misfit_examinees",) + key[1:]] = int(complete.size)
