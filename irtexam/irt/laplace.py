@@ -38,6 +38,7 @@ import numpy as np
 
 from . import kinds
 from . import likelihood as lk
+from .compile_cache import FAST_COMPILE_OPTIONS
 from .alternating import P_CEIL, P_FLOOR, binary_item_information
 from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds,
                     item_prior_terms)
@@ -147,7 +148,7 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
     return probs
 
 
-@partial(jax.jit, static_argnames=("item_keys", "need_cross"))
+@partial(jax.jit, static_argnames=("item_keys", "need_cross"), compiler_options=FAST_COMPILE_OPTIONS)
 def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Array, mask: jax.Array,
                           item_keys: tuple[str, ...], need_cross: bool) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     z = a[:, None] * eta[None, :] + d[:, None]
@@ -204,7 +205,8 @@ def _fisher_blocks_autodiff(spec: ModelSpec, item_keys: tuple[str, ...], item_sl
         jac = jax.jacfwd(lambda v: probs(v[:-1], v[-1]))(x)  # (n_categories, k + 1)
         return jnp.einsum("ci,cj->ij", jac / jnp.clip(p, 1e-12)[:, None], jac)
 
-    fisher_row = jax.jit(jax.vmap(jax.vmap(cell_fisher, in_axes=(None, 0)), in_axes=(0, None)))
+    fisher_row = jax.jit(jax.vmap(jax.vmap(cell_fisher, in_axes=(None, 0)), in_axes=(0, None)),
+                         compiler_options=FAST_COMPILE_OPTIONS)
     A = np.zeros((n_items, k, k))
     G = np.zeros((n_items, k, n_examinees))
     W = np.zeros(n_examinees)
