@@ -37,6 +37,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Sequence
 
 for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(_var, _value)
@@ -53,7 +54,7 @@ SAMPLE_SEED, SAMPLE_SIZE = 16, 45
 # not named in the issue and not drawn before; the fresh samples were labelled after the
 # verifier's rules were fixed (seed 17) and before any of its verdicts were looked at (seed 18)
 SAMPLES = (("random_seed16", SAMPLE_SEED, SAMPLE_SIZE), ("fresh_seed17", 17, 20), ("fresh_seed18", 18, 40),
-           ("fresh_seed19", 19, 40))
+           ("fresh_seed19", 19, 40), ("fresh_seed20", 20, 50))
 
 
 def hand_label_draws(ids: list[str]) -> dict[str, list[str]]:
@@ -71,7 +72,8 @@ def hand_label_sample(ids: list[str]) -> list[str]:
 
 
 # the run got slow: the fresh sample second (seed 18 was drawn after the run)
-SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16", "fresh_seed18", "fresh_seed19")
+SOURCE_ORDER = ("named_in_issue", "fresh_seed17", "random_seed16", "fresh_seed18", "fresh_seed19",
+                "fresh_seed20")
 
 
 def run_order(items: list) -> list:
@@ -230,6 +232,67 @@ def hand_label_scores(report: "pd.DataFrame", flags: "pd.DataFrame", labels: dic
                                           else float("nan"))}
 
 
+def key_support_rule_cv(report: "pd.DataFrame", labels: dict[str, dict[str, str]], folds: int = 10,
+                        repeats: int = 20, seed: int = 0) -> dict:
+    """How far the verifier's scores can go: the simplest rule on them, cross-validated.
+
+    Rule: an item is flawed when a no-LLM check fires or the verifier's support of the key,
+    s_key (the module doc of :mod:`irtexam.exam.verify`), is at most tau. tau is chosen on the
+    training folds from a grid 0.20 .. 0.59 (the highest recall with precision >= 0.8 and
+    >= 80% of sound items kept; else the highest precision + recall + sound-kept share) and applied
+    to the held-out fold; ``repeats`` random fold splits. Also the choice on the first 152 labels
+    (seeds <= 19) applied to the fifth sample (seed 20), and the in-sample curve.
+    """
+    import numpy as np
+
+    rows = list(labels.values())
+    rep = report.set_index("item").loc[[r["item"] for r in rows]]
+    flawed = np.array([r["label"] != "sound" for r in rows])
+    support = rep[[f"support_{x}" for x in "ABCD"]].apply(pd_to_float).to_numpy(float)
+    key = np.array(["ABCD".index(k) for k in rep["key"]])
+    s_key = support[np.arange(len(rows)), key]
+    static = (rep["checks"].astype(str).str.len() > 0).to_numpy()
+    grid = np.round(np.arange(0.20, 0.60, 0.01), 2)
+
+    def predict(tau: float) -> "np.ndarray":
+        return static | (~np.isnan(s_key) & (s_key <= tau))
+
+    def metrics(pred: "np.ndarray", idx: "np.ndarray") -> tuple[float, float, float]:
+        p, f = pred[idx], flawed[idx]
+        tp = int((p & f).sum())
+        return (tp / max(int(p.sum()), 1), tp / max(int(f.sum()), 1), int((~p & ~f).sum()) / max(int((~f).sum()), 1))
+
+    def choose(idx: "np.ndarray") -> float:
+        scored = [(metrics(predict(t), idx), t) for t in grid]
+        good = [(m[1], t) for m, t in scored if m[0] >= 0.8 and m[2] >= 0.8]
+        return max(good)[1] if good else max(scored, key=lambda c: sum(c[0]))[1]
+
+    rng = np.random.default_rng(seed)
+    cv = []
+    for _ in range(repeats):
+        fold = rng.permutation(len(rows)) % folds
+        pred = np.zeros(len(rows), bool)
+        for k in range(folds):
+            train, test = np.where(fold != k)[0], np.where(fold == k)[0]
+            pred[test] = predict(choose(train))[test]
+        cv.append(metrics(pred, np.arange(len(rows))))
+    source = np.array([r["source"] for r in rows])
+    earlier, fifth = np.where(source != "fresh_seed20")[0], np.where(source == "fresh_seed20")[0]
+    tau = choose(earlier)
+    everything = np.arange(len(rows))
+    return {"cv_mean": [float(x) for x in np.mean(cv, axis=0)], "cv_min": [float(x) for x in np.min(cv, axis=0)],
+            "tau_on_first_152": float(tau), "first_152": list(metrics(predict(tau), earlier)),
+            "seed20": list(metrics(predict(tau), fifth)) if len(fifth) else None,
+            "in_sample": {f"{t:.2f}": list(metrics(predict(t), everything)) for t in (0.30, 0.35, 0.40, 0.45, 0.50)}}
+
+
+def pd_to_float(column: "pd.Series") -> "pd.Series":
+    """A report column to floats (empty cells, where a no-LLM check decided, become NaN)."""
+    import pandas as pd
+
+    return pd.to_numeric(column, errors="coerce")
+
+
 def irt_flags(result) -> "pd.DataFrame":
     """Per item: wrong_key_flag, low_discrimination, negative item-rest correlation (as ``irtexam info``)."""
     from irtexam.analysis.diagnostics import diagnose
@@ -287,14 +350,17 @@ def fit_summary(long: "pd.DataFrame") -> tuple[dict, "pd.DataFrame", object]:
 
 
 def matched_heldout(all_long: "pd.DataFrame", kept_ids: list[str], kept_long: "pd.DataFrame",
-                    fraction: float = 0.1, seed: int = 0) -> dict[str, float]:
-    """Held-out log-likelihood per cell on the same cells for both fits.
+                    fraction: float = 0.1, seed: int = 0, rekeyed: Sequence[str] = ()) -> dict[str, float]:
+    """Held-out log-likelihood per cell on the same cells, with the same responses, for both fits.
 
     A seeded ``fraction`` of all (item, pipeline) cells is hidden; the 3PL is fitted on
     the rest of all items and on the rest of the kept items; both are scored on the
-    hidden cells of the kept items: mean of y log p + (1 - y) log(1 - p). This isolates
-    what the flawed items do to the estimates of everything else (the fit's own held-out
-    score also changes with which items are averaged over).
+    hidden cells of the kept items that were not re-keyed: mean of y log p + (1 - y) log(1 - p).
+    This isolates what the flawed items do to the estimates of everything else (the fit's own
+    held-out score also changes with which items are averaged over). Re-keyed items are left
+    out of the score: their responses differ between the two fits (the fit on all items was
+    trained on the old key), so scoring it against the new key would credit re-keying, not
+    the fit (an earlier version of this comparison did that).
     """
     import irtexam
     import numpy as np
@@ -304,10 +370,11 @@ def matched_heldout(all_long: "pd.DataFrame", kept_ids: list[str], kept_long: "p
     hidden = rng.random(len(all_long)) < fraction
     key = all_long["item"] + "\x00" + all_long["examinee"]
     hidden_keys = set(key[hidden])
-    test = all_long[hidden & all_long["item"].isin(kept_ids)]
+    scored = [i for i in kept_ids if i not in set(rekeyed)]
+    test = all_long[hidden & all_long["item"].isin(scored)]
     test = test.assign(response=kept_long.set_index(["item", "examinee"]).loc[
         list(zip(test["item"], test["examinee"])), "response"].to_numpy())
-    out = {"cells": int(len(test))}
+    out = {"cells": int(len(test)), "items": len(scored), "rekeyed_left_out": len(kept_ids) - len(scored)}
     for name, long in (("all_items", all_long), ("kept_items", kept_long)):
         train = long[~(long["item"] + "\x00" + long["examinee"]).isin(hidden_keys)]
         rm = ResponseMatrix.from_long(train.reset_index(drop=True))
@@ -437,7 +504,7 @@ def stage_analyze(_: argparse.Namespace) -> None:
     kept, kept_flags, kept_result = fit_summary(rescored_responses(kept_ids, rekeyed))
     keep_only = [i for i in kept_ids if i not in rekeyed]
     strict, _, _ = fit_summary(rescored_responses(keep_only, {}))
-    matched = matched_heldout(all_long, kept_ids, rescored_responses(kept_ids, rekeyed))
+    matched = matched_heldout(all_long, kept_ids, rescored_responses(kept_ids, rekeyed), rekeyed=list(rekeyed))
     scores = {"all": hand_label_scores(report, base_flags, labels),
               "first sample, random part (seed 16)": hand_label_scores(report, base_flags, labels, "random_seed16"),
               "fresh sample (seed 17)": hand_label_scores(report, base_flags, labels, "fresh_seed17"),
@@ -448,11 +515,25 @@ def stage_analyze(_: argparse.Namespace) -> None:
               "fresh sample (seed 19, labelled blind; held out from the session-14 rule changes)":
                   hand_label_scores(report, base_flags, labels, "fresh_seed19"),
               "fresh samples (seeds 17 + 18 + 19)":
-                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18", "fresh_seed19"))}
+                  hand_label_scores(report, base_flags, labels, ("fresh_seed17", "fresh_seed18", "fresh_seed19")),
+              "fresh sample (seed 20, labelled blind; no rule change since it was drawn)":
+                  hand_label_scores(report, base_flags, labels, "fresh_seed20"),
+              "blind samples held out from every rule change (seeds 19 + 20)":
+                  hand_label_scores(report, base_flags, labels, ("fresh_seed19", "fresh_seed20")),
+              "fresh samples (seeds 17 + 18 + 19 + 20)":
+                  hand_label_scores(report, base_flags, labels,
+                                    ("fresh_seed17", "fresh_seed18", "fresh_seed19", "fresh_seed20"))}
+    rule_cv = key_support_rule_cv(report, labels)
+    sound_ids = [i for i in all_ids if i in labels and labels[i]["label"] == "sound"]
+    oracle = None
+    if len(labels) == len(all_ids):  # every item hand-labelled: what a perfect verifier would give
+        oracle, _, _ = fit_summary(rescored_responses(sound_ids, {}))
+        matched_oracle = matched_heldout(all_long, sound_ids, rescored_responses(sound_ids, {}))
     conf = confusion(report, base_flags)
     by_label = label_table(report, labels)
     by_label_18 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed18"})
     by_label_19 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed19"})
+    by_label_20 = label_table(report, {i: r for i, r in labels.items() if r["source"] == "fresh_seed20"})
     figures = plot(report, base_flags, base_result, kept_result)
     counts = report["verdict"].value_counts().reindex(["keep", *FLAWED], fill_value=0).to_dict()
     payload = {"verified": len(report), "unverified": len(unverified), "verdicts": counts, "rekeyed": len(rekeyed),
@@ -460,6 +541,10 @@ def stage_analyze(_: argparse.Namespace) -> None:
                "confusion": conf.to_dict(orient="records"), "hand_label_x_verdict": by_label.to_dict(),
                "hand_label_x_verdict_fresh_seed18": by_label_18.to_dict(),
                "hand_label_x_verdict_fresh_seed19": by_label_19.to_dict(),
+               "hand_label_x_verdict_fresh_seed20": by_label_20.to_dict(),
+               "key_support_rule_cv": rule_cv,
+               "fit_hand_labelled_sound_items": oracle,
+               "matched_heldout_loglik_per_cell_hand_sound": matched_oracle if oracle else None,
                "fit_all_items": base, "fit_kept_items": kept, "fit_keep_verdict_only": strict,
                "matched_heldout_loglik_per_cell": matched,
                "facet_ranking_changed": {f: base["facet_ranking"][f] != kept["facet_ranking"][f]
@@ -479,22 +564,43 @@ def stage_analyze(_: argparse.Namespace) -> None:
     lines += ["## Hand label x verdict", "", markdown(by_label), "",
               "Fresh sample (seed 18) alone:", "", markdown(by_label_18), "",
               "Fresh sample (seed 19) alone:", "", markdown(by_label_19), "",
+              "Fresh sample (seed 20) alone:", "", markdown(by_label_20), "",
+              "## How far the verifier's scores go: one threshold on the key's support, cross-validated", "",
+              "Rule: flawed when a no-LLM check fires or the key's support s_key <= tau; tau chosen on the "
+              "training folds (highest recall with precision >= 0.8 and >= 80% of sound items kept). "
+              f"10-fold cross-validation over the {len(labels)} labels, 20 random splits: precision "
+              f"{rule_cv['cv_mean'][0]:.2f}, recall {rule_cv['cv_mean'][1]:.2f}, sound kept "
+              f"{rule_cv['cv_mean'][2]:.0%} (mean; worst split {rule_cv['cv_min'][0]:.2f} / "
+              f"{rule_cv['cv_min'][1]:.2f} / {rule_cv['cv_min'][2]:.0%}). tau chosen on the first 152 labels: "
+              f"{rule_cv['tau_on_first_152']:.2f} (there {rule_cv['first_152'][0]:.2f} / {rule_cv['first_152'][1]:.2f} / "
+              f"{rule_cv['first_152'][2]:.0%}); on the fifth sample (seed 20): "
+              + (f"{rule_cv['seed20'][0]:.2f} / {rule_cv['seed20'][1]:.2f} / {rule_cv['seed20'][2]:.0%}."
+                 if rule_cv["seed20"] else "-."), "",
+              "In-sample (precision / recall / sound kept) by tau: "
+              + "; ".join(f"{t}: {v[0]:.2f} / {v[1]:.2f} / {v[2]:.0%}" for t, v in rule_cv["in_sample"].items()), "",
               "## Verdict x IRT flags (fit on all 202 items)", "", markdown(conf, index=False), "",
               "Verifier x IRT flag (2 x 2):", "", markdown(two_by_two(report, base_flags, "wrong_key_flag")), "",
               markdown(two_by_two(report, base_flags, "any_flag")), "",
               "## Refit of the hierarchical 3PL (llm + retriever + icl, 10% of cells held out, seed 0)", "",
-              "| | all items | kept (keep + re-keyed) | keep verdict only |", "|---|---:|---:|---:|"]
+              "| | all items | kept (keep + re-keyed) | keep verdict only |"
+              + (" sound by hand label |" if oracle else ""), "|---|---:|---:|---:|" + ("---:|" if oracle else "")]
+    fits = (base, kept, strict) + ((oracle,) if oracle else ())
     for key in ("n_items", "n_cells", "rmse", "rmse_baseline", "heldout_loglik_per_cell", "heldout_loglik_baseline",
                 "mean_discrimination", "median_discrimination", "share_wrong_key_flag", "share_low_discrimination",
                 "share_negative_item_rest", "share_any_flag"):
-        vals = [d[key] for d in (base, kept, strict)]
+        vals = [d[key] for d in fits]
         lines.append(f"| {key} | " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in vals) + " |")
     for f in base["facet_ranking"]:
-        lines.append(f"| ranking {f} | " + " | ".join(" > ".join(d["facet_ranking"][f]) for d in (base, kept, strict))
+        lines.append(f"| ranking {f} | " + " | ".join(" > ".join(d["facet_ranking"][f]) for d in fits)
                      + " |")
-    lines += ["", f"Held-out log-likelihood per cell on the same {matched['cells']} hidden cells of the kept items "
-              f"(10% of all cells hidden, seed 0): fit on all items {matched['all_items']:.4f}, fit on kept items "
-              f"{matched['kept_items']:.4f}."]
+    lines += ["", f"Held-out log-likelihood per cell on the same {matched['cells']} hidden cells of the "
+              f"{matched['items']} kept items that were not re-keyed (10% of all cells hidden, seed 0; the "
+              f"{matched['rekeyed_left_out']} re-keyed items are left out: their responses differ between the fits): "
+              f"fit on all items {matched['all_items']:.4f}, fit on kept items {matched['kept_items']:.4f}."]
+    if oracle:
+        lines += ["", f"The same for the {len(sound_ids)} items judged sound by hand (a perfect verifier, no re-keying), on "
+                  f"their {matched_oracle['cells']} hidden cells: fit on all items {matched_oracle['all_items']:.4f}, fit on "
+                  f"the sound items {matched_oracle['kept_items']:.4f}."]
     (OUT / "analysis.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     print("figures: " + ", ".join(payload["figures"]))
