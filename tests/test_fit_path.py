@@ -97,34 +97,55 @@ def test_compiled_executable_is_stored_loaded_and_replaced_when_broken(tmp_path,
 
 
 
-def test_executable_is_stored_when_jax_cache_already_holds_the_program(tmp_path, monkeypatch):
-    """A machine whose JAX disk cache already holds the program (e.g. from before executables were kept):
-    JAX would load it from there, and such an executable cannot be serialised, so it would never be
-    stored; compiled_executable compiles with JAX's cache off and stores it."""
-    cache = tmp_path / "jax"
-    monkeypatch.setattr(compile_cache, "executable_dir", lambda: tmp_path / "executables")
-    monkeypatch.setattr(compile_cache, "_MEMORY", {})
-    unique = float(np.frombuffer(os.urandom(4), dtype=np.uint32)[0]) + 0.25
-    previous = (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache)
-    try:
-        jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_enable_compilation_cache", True)
-        args = (jnp.arange(4.0), jnp.ones(4))
+_JAX_CACHE_SCENARIO = """
+import os, sys, jax, jax.numpy as jnp
+jax.config.update("jax_compilation_cache_dir", sys.argv[1] + "/jax")
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from irtexam.irt import compile_cache
+compile_cache.executable_dir = lambda: compile_cache.Path(sys.argv[1]) / "executables"
+args = (jnp.arange(4.0), jnp.ones(4))
+f = jax.jit(lambda x, y: (x * y).sum() * 3.0)
+hits = []
+jax.monitoring.register_event_listener(lambda event, **kw: hits.append(event)
+                                       if event == "/jax/compilation_cache/cache_hits" else None)
+"""
 
-        def program():
-            @jax.jit
-            def f(x, y):
-                return (x + y).sum() * unique
-            return f
 
-        program().trace(*args).lower().compile()                  # JAX's own cache now holds it
-        compiled = compile_cache.compiled_executable("test-g", ("test", unique), program(), args)
-        assert float(compiled(*args)) == pytest.approx(10.0 * unique)
-        assert jax.config.jax_enable_compilation_cache                 # switched back on
-        assert len(list((tmp_path / "executables").glob("test-g-*.bin"))) == 1
-    finally:
-        jax.config.update("jax_compilation_cache_dir", previous[0])
-        jax.config.update("jax_enable_compilation_cache", previous[1])
+def _run_scenario(tmp_path: Path, body: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _JAX_CACHE_SCENARIO + body, str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_executable_is_stored_when_jax_cache_already_holds_the_program(tmp_path):
+    """A machine whose JAX disk cache already holds the program as a plain jit (e.g. from before executables
+    were kept): JAX would load it from there, and such an executable cannot be serialised, so it would never
+    be stored; compiled_executable traces it under a name of its own, so JAX's cache misses and it is stored."""
+    stored, value = _run_scenario(tmp_path, """
+jax.block_until_ready(f(*args))                       # JAX's own cache now holds the plain jit
+compiled = compile_cache.compiled_executable("test-g", ("test",), f, args)
+print(len(list((compile_cache.Path(sys.argv[1]) / "executables").glob("test-g-*.bin"))), float(compiled(*args)))
+""")
+    assert int(stored) == 1 and float(value) == 18.0
+
+
+def test_executable_is_stored_again_after_its_key_changes(tmp_path):
+    """After an upgrade the key of an unchanged program changes (the key hashes irtexam's model code) while
+    JAX's cache still holds the program compiled by an earlier process under the old key: the new process
+    must compile and store it under the new key, not load it from JAX's cache (unstorable: every later
+    process would trace it again, ~0.4 s for the faceted 3PL objective)."""
+    body = """
+compile_cache.compiled_executable("test-upgrade", ("test", sys.argv[2]), f, args)
+print(len(hits), len(list((compile_cache.Path(sys.argv[1]) / "executables").glob("test-upgrade-*.bin"))))
+"""
+    for version, expected_files in (("old", 1), ("new", 2)):
+        out = subprocess.run([sys.executable, "-c", _JAX_CACHE_SCENARIO + body, str(tmp_path), version],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        hits, stored = map(int, out.stdout.split())
+        assert hits == 0 and stored == expected_files, (version, hits, stored)
 
 
 def test_executables_with_custom_calls_are_not_stored(tmp_path, monkeypatch):
@@ -158,7 +179,36 @@ def test_pointwise_loglik_matches_cell_loglik_with_missing_cells():
     s = result.samples
     items = kinds.ItemParams(a=s["a"][..., None], b=s["b"][..., None], c=s["c"][..., None])
     cells = np.asarray(kinds.cell_loglik(result.design.y[None], s["theta"][:, None, :], items, pairwise=True))
-    np.testing.assert_array_equal(ours[0], cells[:, result.design.mask].astype(np.float32))
+    assert ours.dtype == np.float32
+    np.testing.assert_allclose(ours[0], cells[:, result.design.mask], rtol=1e-5, atol=1e-6)  # float32 vs float64
+
+
+@pytest.mark.parametrize("z, c, y", [(20.0, 0.2, 0), (35.0, 0.2, 0), (60.0, 0.0, 0), (-20.0, 0.0, 1),
+                                     (-30.0, 0.3, 1), (0.5, 0.25, 1), (0.5, 0.25, 0)])
+def test_cell_loglik_keeps_its_digits_in_the_tails(z, c, y):
+    """log P(0) = log(1 - c) - softplus(z) and log P(1) = log(c + (1 - c) sigmoid(z)) by hand (float64
+    math module), against kinds.cell_loglik in NumPy float64 and float32, in JAX float32, and the
+    likelihood module's JAX cells. Computing 1 - P as 1 - (c + (1 - c) s) gave -69 (the 1e-30 floor)
+    for z = 20 in float32 and z = 60 in float64."""
+    import math
+
+    softplus = max(z, 0.0) + math.log1p(math.exp(-abs(z)))
+    exact = (math.log(1.0 - c) - softplus if y == 0
+             else math.log(c + (1.0 - c) * math.exp(z - softplus)) if c > 0 else z - softplus)
+    a, b, theta = 2.0, -z / 4.0, z / 4.0  # a (theta - b) = z
+    for dtype in (np.float64, np.float32):
+        items = kinds.ItemParams(a=np.array([a], dtype), b=np.array([b], dtype), c=np.array([c], dtype))
+        value = kinds.cell_loglik(np.array([[y]], dtype), np.array([theta], dtype), items)
+        assert value.dtype == dtype
+        np.testing.assert_allclose(float(value[0, 0]), exact, rtol=1e-5)
+    jitems = kinds.ItemParams(a=jnp.array([a]), b=jnp.array([b]), c=jnp.array([c]))
+    np.testing.assert_allclose(float(kinds.cell_loglik(jnp.array([[y]]), jnp.array([theta]), jitems)[0, 0]), exact,
+                               rtol=1e-5)
+    from irtexam.irt import likelihood as lk
+
+    cells = lk.bernoulli_loglik_cells(jnp.array([[float(y)]]), jnp.array([[theta]]), jnp.array([[a]]),
+                                      jnp.array([[b]]), jnp.array([[c]]))
+    np.testing.assert_allclose(float(cells[0, 0]), exact, rtol=1e-5)
 
 
 def test_fit_nc_supports_arviz_loo(tmp_path):

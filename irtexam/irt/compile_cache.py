@@ -66,8 +66,6 @@ MAX_IN_MEMORY = 32  # executables kept by this process (oldest dropped first)
 # 0.25 ms per evaluation; same value), which takes ~0.6 s off a cold `irtexam fit`. NUTS keeps XLA's
 # defaults (its one program runs for minutes).
 FAST_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
-# the stored executables add one default-valued option (XLA's default); see compiled_executable
-STORE_OPTIONS = {**FAST_COMPILE_OPTIONS, "xla_cpu_enable_fast_math": False}
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
@@ -103,7 +101,7 @@ def executable_key(name: str, parts: Sequence[Any]) -> str:
     for file in _SOURCE_FILES:
         source.update((here / file).read_bytes())
     device = jax.devices()[0]
-    identity = repr((tuple(parts), sorted(STORE_OPTIONS.items()), jax.__version__, jaxlib.__version__, sys.version_info[:2], device.platform,
+    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__, sys.version_info[:2], device.platform,
                      device.device_kind, getattr(device.client, "platform_version", None), _cpu_flags(),
                      source.hexdigest()))
     return f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
@@ -148,16 +146,17 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
             return compiled
         except Exception:  # noqa: BLE001 - any failure: forget the file and compile
             path.unlink(missing_ok=True)
-    # An executable that JAX loads from its own disk cache cannot be serialised again, so ours are
-    # compiled with one explicit (default-valued) XLA option: that makes JAX's cache key differ from the
-    # one of a plain jit of the same program, which a machine's JAX cache may already hold. (Switching
-    # JAX's cache off for this compile instead would, as the first compile of a process, turn it off for
-    # the whole process.) A program that cannot be stored (custom calls, see `storable`) leaves a marker.
+    # An executable that JAX loads from its own disk cache cannot be serialised again, so each stored
+    # program is traced under a name made from its key (`_named_for`): JAX's cache key includes the
+    # module's name, so no other program, and no earlier version of irtexam whose code hashed to another
+    # key, can have left an entry that this compile would load instead of compiling. (Switching JAX's
+    # cache off for this compile instead would, as the first compile of a process, turn it off for the
+    # whole process.) A program that cannot be stored (custom calls, see `storable`) leaves a marker.
     marker = path.with_suffix(".nostore") if path is not None else None
     fresh = path is not None and not marker.exists()
     hits = _CACHE_HITS[0]
-    lowered = jitted.trace(*args).lower()
-    compiled = lowered.compile(compiler_options=STORE_OPTIONS if fresh else FAST_COMPILE_OPTIONS)
+    lowered = _named_for(key, jitted).trace(*args).lower()
+    compiled = lowered.compile(compiler_options=FAST_COMPILE_OPTIONS)
     if fresh and _CACHE_HITS[0] == hits:  # compiled here, not loaded from JAX's cache
         if storable(compiled):
             _store(compiled, path)
@@ -169,6 +168,17 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
                 pass
     _remember(key, compiled)
     return compiled
+
+
+def _named_for(key: str, jitted: Any) -> Any:
+    """``jitted`` (a ``jax.jit`` function, or a plain one) jitted again under a name made from ``key``."""
+    fun = getattr(jitted, "__wrapped__", jitted)
+
+    def program(*args: Any) -> Any:
+        return fun(*args)
+
+    program.__name__ = program.__qualname__ = "irtexam_" + "".join(ch if ch.isalnum() else "_" for ch in key)
+    return jax.jit(program)
 
 
 def storable(compiled: Any) -> bool:

@@ -144,10 +144,13 @@ def psis(log_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lw = lw - lw.max(axis=-1, keepdims=True)
     n = lw.shape[-1]
     tail = int(np.ceil(min(0.2 * n, 3.0 * np.sqrt(n))))
-    order = np.argsort(lw, axis=-1)
-    sorted_lw = np.take_along_axis(lw, order, axis=-1)
-    cutoff = sorted_lw[..., -tail - 1]
-    exceed = np.exp(sorted_lw[..., -tail:]) - np.exp(cutoff)[..., None]
+    # only the largest tail + 1 weights are smoothed or needed: select them, then sort only those
+    top = np.argpartition(lw, n - tail - 1, axis=-1)[..., n - tail - 1:]
+    top_lw = np.take_along_axis(lw, top, axis=-1)
+    order = np.argsort(top_lw, axis=-1)
+    top, top_lw = np.take_along_axis(top, order, axis=-1), np.take_along_axis(top_lw, order, axis=-1)
+    cutoff = top_lw[..., 0]
+    exceed = np.exp(top_lw[..., 1:]) - np.exp(cutoff)[..., None]
     finite_tail = np.all(exceed > 0, axis=-1) & np.isfinite(cutoff)
     safe = np.where(exceed > 0, exceed, 1e-300)
     k, sigma = gpd_fit(safe)
@@ -157,11 +160,9 @@ def psis(log_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         quantiles = sigma[..., None] * np.expm1(-k_use * np.log1p(-probs)) / k_use
         smoothed_tail = np.log(np.exp(cutoff)[..., None] + quantiles)
     smoothed_tail = np.minimum(smoothed_tail, 0.0)
-    smoothed_tail = np.where(finite_tail[..., None] & np.isfinite(smoothed_tail), smoothed_tail,
-                             sorted_lw[..., -tail:])
-    new_sorted = np.concatenate([sorted_lw[..., :-tail], smoothed_tail], axis=-1)
-    out = np.empty_like(lw)
-    np.put_along_axis(out, order, new_sorted, axis=-1)
+    smoothed_tail = np.where(finite_tail[..., None] & np.isfinite(smoothed_tail), smoothed_tail, top_lw[..., 1:])
+    out = lw.copy()
+    np.put_along_axis(out, top[..., 1:], smoothed_tail, axis=-1)
     out -= np.log(np.exp(out - out.max(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)) + \
         out.max(axis=-1, keepdims=True)
     k = np.where(finite_tail, k, np.inf)

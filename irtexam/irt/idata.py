@@ -71,34 +71,22 @@ def _binary_loglik(samples: dict[str, np.ndarray], y: np.ndarray, mask: np.ndarr
                    chunk_values: int = 2 ** 18) -> np.ndarray:
     """log p(y_im | a, b, c, theta of each draw) of binary items at the observed cells, (draws, cells) float32.
 
-    p = c + (1 - c) / (1 + exp(-a (theta - b))), log max(p or 1 - p, 1e-30): the same float64
-    arithmetic as :func:`irtexam.irt.kinds.cell_loglik`, computed in place over blocks of
-    draws (cache-sized) without scipy (whose import costs a CLI fit ~0.25 s).
+    :func:`irtexam.irt.kinds.cell_loglik` (no cancellation in log(1 - p)) in float32, the
+    precision that is stored, over blocks of draws of ``chunk_values`` cells (cache-sized).
     """
-    a, b, c, theta = (np.asarray(samples[k], dtype=np.float64) for k in ("a", "b", "c", "theta"))
+    from . import kinds
+
+    a, b, c, theta = (np.asarray(samples[k], dtype=np.float32) for k in ("a", "b", "c", "theta"))
     n_draws = a.shape[0]
     flat_mask = mask.reshape(-1)
     full = bool(flat_mask.all())
     out = np.empty((n_draws, int(flat_mask.sum())), dtype=np.float32)
-    wrong = ~(np.asarray(y) > 0.5)[None]
     step = max(1, chunk_values // max(mask.size, 1))
-    with np.errstate(over="ignore"):
-        for start in range(0, n_draws, step):
-            sl = slice(start, min(start + step, n_draws))
-            z = theta[sl, None, :] - b[sl, :, None]
-            z *= a[sl, :, None]
-            np.negative(z, out=z)
-            np.exp(z, out=z)
-            z += 1.0
-            np.reciprocal(z, out=z)  # sigmoid(a (theta - b))
-            floor = c[sl, :, None]
-            z *= 1.0 - floor
-            z += floor  # p
-            np.subtract(1.0, z, out=z, where=wrong)  # 1 - p where y = 0
-            np.maximum(z, 1e-30, out=z)
-            np.log(z, out=z)
-            z = z.reshape(z.shape[0], -1)
-            out[sl] = z if full else z[:, flat_mask]
+    for start in range(0, n_draws, step):
+        sl = slice(start, min(start + step, n_draws))
+        items = kinds.ItemParams(a=a[sl, :, None], b=b[sl, :, None], c=c[sl, :, None])
+        cells = kinds.cell_loglik(y[None], theta[sl, None, :], items, pairwise=True).reshape(sl.stop - sl.start, -1)
+        out[sl] = cells if full else cells[:, flat_mask]
     return out
 
 
