@@ -547,6 +547,12 @@ class ResponseMatrix:
         """
         return self._constant(self.values, self.items)
 
+    def separating_items(self) -> list[str]:
+        """Items whose observed responses differ between examinees: the only ones that inform ability differences."""
+        low = np.fmin.reduce(self.values, axis=1)
+        high = np.fmax.reduce(self.values, axis=1)
+        return [self.items[k] for k in np.flatnonzero(high > low)]
+
     def constant_examinees(self) -> dict[str, list[str]]:
         """Examinees with all-same observed responses: {'all_correct': [...], 'all_wrong': [...]}."""
         return self._constant(self.values.T, self.examinees)
@@ -577,6 +583,11 @@ class ResponseMatrix:
         if items["unanswered"]:
             messages.append(f"{len(items['unanswered'])} item(s) have no responses at all "
                             f"({_preview(items['unanswered'])}); only the prior determines their parameters")
+        if self.n_examinees > 1 and self.n_items > 0 and not self.separating_items():
+            messages.append("no item separates the examinees: every item was answered the same way by all who "
+                            "took it, so abilities and facet levels are not identified by these data (their "
+                            "values and intervals come from the prior and the scale constraint alone); do not "
+                            "rank them")
         examinees = self.constant_examinees()
         for kind, words in (("all_correct", "answered every item correctly"), ("all_wrong", "answered every item wrongly")):
             if examinees[kind]:

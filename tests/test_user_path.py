@@ -85,6 +85,32 @@ def test_live_verdict_says_whether_the_live_grid_separates_the_llms(tmp_path):
     assert verdict.index("big") < verdict.index("small") and "do not overlap" in verdict and "67% correct" in verdict
     facets.assign(theta_low=[-1.5, -0.8]).to_csv(fit / "facets.csv", index=False)
     assert "too few" in live_verdict(take, fit)
+    # every pipeline answered alike: no ranking claimed, whatever the fit's intervals say (the demo's live slice
+    # once reported "intervals do not overlap" for two LLMs with the same answers, from a MAP fit)
+    pd.DataFrame({"item": ["a", "b", "c", "a", "b", "c"], "examinee": ["m1"] * 3 + ["m2"] * 3,
+                  "response": [1, 0, 0, 1, 0, 0], "llm": ["big"] * 3 + ["small"] * 3}).to_csv(
+        take / "responses.csv", index=False)
+    facets.to_csv(fit / "facets.csv", index=False)
+    verdict = live_verdict(take, fit)
+    assert "cannot rank" in verdict and "(1 of 3 right)" in verdict and "do not overlap" not in verdict
+
+
+def test_no_separating_item_is_reported_and_small_faceted_map_fits_recommend_nuts():
+    import irtexam
+
+    alike = ResponseMatrix.from_long(pd.DataFrame({
+        "item": ["a", "b", "a", "b", "a", "b"], "examinee": ["m1", "m1", "m2", "m2", "m3", "m3"],
+        "response": [1, 0, 1, 0, 1, np.nan]}).dropna())
+    assert alike.separating_items() == []
+    assert any("no item separates the examinees" in m for m in alike.warnings())
+    responses, _ = irtexam.simulate(12, 24, model="2pl", seed=4, facets={"llm": 2, "icl": 3})
+    assert responses.separating_items() and not any("no item separates" in m for m in responses.warnings())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=50)
+        plain = irtexam.fit(responses, model="2pl", draws=50)
+    assert any("--method nuts" in m and "12 items" in m for m in small.warnings)
+    assert not any("facet intervals are too narrow" in m for m in plain.warnings)  # no facets: no facet intervals
 
 
 def test_columnar_reader_parses_each_distinct_value_once_and_names_the_row(tmp_path):
