@@ -103,6 +103,14 @@ def test_statistics_core_does_not_import_torch():
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_auto_method_is_nuts_only_for_small_hierarchical_fits():
+    from irtexam.commands.fit import resolve_method
+
+    assert resolve_method("auto", ["llm"], 49) == "nuts"
+    assert resolve_method("auto", ["llm"], 50) == "map" and resolve_method("auto", None, 5) == "map"
+    assert resolve_method("map", ["llm"], 5) == "map" and resolve_method("nuts", None, 500) == "nuts"
+
+
 def test_auto_facets_skip_single_level_columns_and_say_so(tmp_path, capsys):
     rows = ["item,examinee,response,llm,retriever"]
     for e, llm in (("e1", "small"), ("e2", "big"), ("e3", "small"), ("e4", "big")):
@@ -110,8 +118,10 @@ def test_auto_facets_skip_single_level_columns_and_say_so(tmp_path, capsys):
             rows.append(f"q{i},{e},{(i + len(e) + (llm == 'big')) % 2},{llm},closed-book")
     path = tmp_path / "r.csv"
     path.write_text("\n".join(rows) + "\n")
-    assert main(["fit", str(path), "--model", "1pl", "--facets", "auto", "--out", str(tmp_path / "o")]) == 0
+    assert main(["fit", str(path), "--model", "1pl", "--facets", "auto", "--chains", "1", "--warmup", "40",
+                 "--samples", "40", "--out", str(tmp_path / "o")]) == 0
     printed = capsys.readouterr().out
     assert "facet 'retriever' has a single level (closed-book)" in printed
+    assert "method: NUTS (auto: a hierarchical fit of 12 items" in printed and "1PL fit by NUTS" in printed
     facets = pd.read_csv(tmp_path / "o" / "facets.csv")
     assert set(facets["facet"]) == {"llm"}

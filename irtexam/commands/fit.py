@@ -1,4 +1,4 @@
-"""`irtexam fit RESPONSES --model 3pl [--facets llm,retriever,icl] [--method map|nuts] --out DIR`."""
+"""`irtexam fit RESPONSES --model 3pl [--facets llm,retriever,icl] [--method auto|map|nuts] --out DIR`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--facets", default=None,
                         help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                              "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
-    parser.add_argument("--method", default="map", choices=["map", "nuts"])
+    parser.add_argument("--method", default="auto", choices=["auto", "map", "nuts"],
+                        help="auto (default): NUTS for a hierarchical fit (--facets) of fewer than 50 items, where "
+                             "the MAP fit's facet intervals under-cover (README, Uncertainty), MAP otherwise")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guessing", type=float, default=None, metavar="FIXED",
                         help="fix the guessing parameter c for every item (e.g. 0.25)")
@@ -97,6 +99,17 @@ def resolve_facets(option: str | None, responses) -> list[str] | None:
     return split_list(option) or None
 
 
+def resolve_method(option: str, facets: list[str] | None, n_items: int) -> str:
+    """The estimation method of ``--method``: ``auto`` is NUTS for a hierarchical fit of fewer than
+    :data:`irtexam.irt.fit.SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80% there, NUTS's 90%),
+    else MAP."""
+    if option != "auto":
+        return option
+    from ..irt.fit import SMALL_EXAM_ITEMS
+
+    return "nuts" if facets and n_items < SMALL_EXAM_ITEMS else "map"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
     from ..irt.fit import fit
@@ -104,13 +117,17 @@ def run(args: argparse.Namespace) -> int:
 
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
     facets = resolve_facets(args.facets, responses)
+    method = resolve_method(args.method, facets, responses.n_items)
+    if args.method == "auto" and method == "nuts":
+        print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
+              f"are too narrow; --method map forces MAP)", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = fit(responses, model=args.model, facets=facets, method=args.method, seed=args.seed,
+        result = fit(responses, model=args.model, facets=facets, method=method, seed=args.seed,
                      guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
                      residual=args.residual, item_prior=args.item_prior, heldout=args.heldout,
                      chains=args.chains, warmup=args.warmup,
-                     samples=args.samples, target_accept=args.target_accept, progress=args.method == "nuts")
+                     samples=args.samples, target_accept=args.target_accept, progress=method == "nuts")
     out = result.save(args.out)
     print(format_summary(result))
     for message in result.warnings:

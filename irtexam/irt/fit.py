@@ -215,6 +215,8 @@ def nuts_samples(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray, init
     rng = np.random.default_rng(seed)
     init_params = {k: jnp.asarray(np.asarray(v)[None] + 0.1 * rng.standard_normal((chains,) + np.shape(v)),
                                   dtype=jnp.float32) for k, v in init.items()}
+    if chains == 1:  # NumPyro batches init_params by chain only for several chains
+        init_params = {k: v[0] for k, v in init_params.items()}
     y = jnp.asarray(design.y, dtype=jnp.float32)
     kernel = NUTS(mdl.numpyro_model, target_accept_prob=target_accept)
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, num_chains=chains,
