@@ -181,10 +181,11 @@ def live_verdict(take_dir: Path, fit_dir: Path, facet: str = "llm") -> str:
     wide = responses.pivot_table(index="examinee", columns="item", values="response")
     if len(wide) > 1 and bool((wide.nunique(axis=0, dropna=True) <= 1).all()):
         right = int(wide.iloc[0].sum())
+        fitted = ", ".join(f"{r.level} {r.theta:+.2f} [{r.theta_low:+.2f}, {r.theta_high:+.2f}]"
+                           for r in levels.itertuples())
         return (f"all {len(wide)} live pipelines answered the {n_items} questions the generator wrote the same way "
-                f"({right} of {n_items} right), so the live slice cannot rank the LLMs (the fit's levels "
-                f"{', '.join(f'{r.level} {r.theta:+.2f} [{r.theta_low:+.2f}, {r.theta_high:+.2f}]' for r in levels.itertuples())}"
-                f" say the same); the real run below, 202 questions, separates all four LLMs")
+                f"({right} of {n_items} right), so the live slice cannot rank the LLMs (the fit's levels {fitted} "
+                f"say the same); the real run below, 202 questions, separates all four LLMs")
     top, rest = levels.iloc[0], levels.iloc[1:]
     separated = all(top.theta_low > r.theta_high for r in rest.itertuples())
     ranking = " > ".join(describe(r) for r in levels.itertuples())

@@ -101,9 +101,9 @@ def executable_key(name: str, parts: Sequence[Any]) -> str:
     for file in _SOURCE_FILES:
         source.update((here / file).read_bytes())
     device = jax.devices()[0]
-    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__, sys.version_info[:2], device.platform,
-                     device.device_kind, getattr(device.client, "platform_version", None), _cpu_flags(),
-                     source.hexdigest()))
+    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__,
+                     sys.version_info[:2], device.platform, device.device_kind,
+                     getattr(device.client, "platform_version", None), _cpu_flags(), source.hexdigest()))
     return f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
 
 
