@@ -399,3 +399,35 @@ def test_server_killed_and_restarted_mid_run(gguf, tmp_path, monkeypatch):
         assert second.llm.requests_ok == 1 + 10 + 4 * second.misses
     finally:
         srv.stop()
+
+
+def test_verify_with_served_llm(client, tmp_path):
+    """`irtexam verify` through the real server: per-candidate judge and cyclic pick scores come back as
+    probabilities (the picks of an item sum to 1), every item gets a verdict in REPORT.csv, and a re-run
+    answers every call from the cache."""
+    import csv as csv_module
+
+    from irtexam.exam.schema import read_exam, write_exam
+    from irtexam.exam.verify import VERDICTS, VerifyConfig, static_checks, item_passage, verify_exam
+
+    real = read_exam(Path(__file__).resolve().parents[1] / "data" / "real_run" / "exam.jsonl")
+    judged = [it for it in real if not static_checks(it, item_passage(it))][:2]  # items the LLM must decide
+    exam = tmp_path / "exam.jsonl"
+    write_exam(judged, exam)
+    config = VerifyConfig(max_doc_chars=700, permutations=2)
+    runs = []
+    for _ in range(2):
+        summary = verify_exam(exam, client, None, tmp_path / "report.csv",  # SmolLM2 may keep nothing
+                              cache_dir=tmp_path / "cache", config=config, progress=False)
+        runs.append((summary, (tmp_path / "report.csv").read_text()))
+    first, again = runs[0][0], runs[1][0]
+    assert first.n_items == 2 and first.llm_calls_run > 0
+    assert again.llm_calls_run == 0 and again.llm_calls_cached > 0 and runs[0][1] == runs[1][1]
+    rows = list(csv_module.DictReader(runs[0][1].splitlines()))
+    assert [r["item"] for r in rows] == [it.id for it in judged]
+    for row in rows:
+        assert row["verdict"] in VERDICTS and row["reason"]
+        judge = [float(row[f"judge_{x}"]) for x in "ABCD"]
+        pick = [float(row[f"pick_{x}"]) for x in "ABCD"]
+        assert all(0.0 < p < 1.0 for p in judge + pick)
+        assert abs(sum(pick) - 1.0) <= 2e-4  # REPORT.csv rounds to 4 decimals
