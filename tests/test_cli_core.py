@@ -104,11 +104,21 @@ def test_statistics_core_does_not_import_torch():
 
 
 def test_auto_method_is_nuts_only_for_small_hierarchical_fits():
-    from irtexam.commands.fit import resolve_method
+    from irtexam.irt.fit import resolve_method
 
     assert resolve_method("auto", ["llm"], 49) == "nuts"
     assert resolve_method("auto", ["llm"], 50) == "map" and resolve_method("auto", None, 5) == "map"
     assert resolve_method("map", ["llm"], 5) == "map" and resolve_method("nuts", None, 500) == "nuts"
+    import warnings
+
+    import irtexam
+
+    responses, _ = irtexam.simulate(8, 20, model="2pl", seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert irtexam.fit(responses, model="2pl", method="auto", draws=20).method == "map"  # no facets: MAP
+    with pytest.raises(Exception, match="choose one of map, nuts, auto"):
+        irtexam.fit(responses, model="2pl", method="laplace")
 
 
 def test_auto_facets_skip_single_level_columns_and_say_so(tmp_path, capsys):

@@ -99,20 +99,9 @@ def resolve_facets(option: str | None, responses) -> list[str] | None:
     return split_list(option) or None
 
 
-def resolve_method(option: str, facets: list[str] | None, n_items: int) -> str:
-    """The estimation method of ``--method``: ``auto`` is NUTS for a hierarchical fit of fewer than
-    :data:`irtexam.irt.fit.SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80% there, NUTS's 90%),
-    else MAP."""
-    if option != "auto":
-        return option
-    from ..irt.fit import SMALL_EXAM_ITEMS
-
-    return "nuts" if facets and n_items < SMALL_EXAM_ITEMS else "map"
-
-
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
-    from ..irt.fit import fit
+    from ..irt.fit import fit, resolve_method
     from ..responses import ResponseMatrix
 
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
