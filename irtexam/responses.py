@@ -549,8 +549,7 @@ class ResponseMatrix:
 
     def separating_items(self) -> list[str]:
         """Items whose observed responses differ between examinees: the only ones that inform ability differences."""
-        low = np.fmin.reduce(self.values, axis=1)
-        high = np.fmax.reduce(self.values, axis=1)
+        _, low, high = _row_range(self.values)
         return [self.items[k] for k in np.flatnonzero(high > low)]
 
     def constant_examinees(self) -> dict[str, list[str]]:
@@ -558,9 +557,7 @@ class ResponseMatrix:
         return self._constant(self.values.T, self.examinees)
 
     def _constant(self, values: np.ndarray, ids: tuple[str, ...]) -> dict[str, list[str]]:
-        count = np.count_nonzero(~np.isnan(values), axis=1)
-        low = np.fmin.reduce(values, axis=1)  # fmin/fmax skip NaN (NaN only for rows without responses)
-        high = np.fmax.reduce(values, axis=1)
+        count, low, high = _row_range(values)
         constant = (count > 0) & (low == high)
         return {
             "all_correct": [ids[k] for k in np.flatnonzero(constant & (high == self.max_score))],
@@ -625,6 +622,13 @@ class ResponseMatrix:
     def __repr__(self) -> str:
         facets = f", facets={self.facet_names}" if self.facet_names else ""
         return f"ResponseMatrix({self.n_items} items x {self.n_examinees} examinees{facets})"
+
+
+def _row_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: number of observed values, their minimum and maximum (fmin/fmax skip NaN; NaN only for
+    rows without responses)."""
+    return (np.count_nonzero(~np.isnan(values), axis=1), np.fmin.reduce(values, axis=1),
+            np.fmax.reduce(values, axis=1))
 
 
 def _preview(ids: Sequence[str], limit: int = 5) -> str:

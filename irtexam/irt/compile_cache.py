@@ -126,8 +126,9 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
 
     ``parts`` must fix everything the compiled function depends on apart from ``args`` (the
     model configuration); the arguments' structure, shapes and dtypes are added to the key
-    (:func:`argument_signature`). Data enter as arguments, not as constants. A freshly compiled executable is written to :func:`executable_dir`
-    (not one JAX loaded from its own cache: those cannot be serialised again). A stored
+    (:func:`argument_signature`). Data enter as arguments, not as constants. A freshly compiled
+    executable is written to :func:`executable_dir` (not one JAX loaded from its own cache: those
+    cannot be serialised again). A stored
     executable that fails to load or to run on ``args`` is deleted and the function traced.
     """
     if not _LISTENING[0]:

@@ -357,8 +357,9 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     """
     model = kinds.check_kind(model)
     method = str(method).lower()
-    if method not in METHODS + ("auto",):
-        raise IrtexamError(f"unknown method '{method}'; choose one of {', '.join(METHODS + ('auto',))}")
+    choices = METHODS + ("auto",)
+    if method not in choices:
+        raise IrtexamError(f"unknown method '{method}'; choose one of {', '.join(choices)}")
     if not (heldout == 0 or 0 < heldout <= 0.5):
         raise IrtexamError(f"held-out fraction must be 0 (none) or in (0, 0.5], got {heldout}")
     if isinstance(responses, (str, Path)):

@@ -168,15 +168,16 @@ def _binary_cell_loglik(xp: Any, y: Any, theta: Any, a: Any, items: ItemParams) 
 
     With z = a (theta - b), r = 1 for a right answer (y > 0.5) else 0, and t = sigmoid((2r - 1) z):
     log P(1) = log(c + (1 - c) sigmoid(z)) and log P(0) = log((1 - c) sigmoid(-z)), i.e.
-    log((1 - c) t + c r), floored at 1e-30. Computing 1 - P as 1 - (c + (1 - c) s) instead loses
-    every digit once s rounds to 1 (z > 17 in float32, z > 37 in float64: -69 instead of about -z).
-    Arithmetic with r instead of a select: NumPy's ``where`` costs as much as the rest together.
+    log((1 - c) t + c r), floored at 1e-30; without c (``items.c`` None) r z - softplus(z), exact.
+    Computing 1 - P as 1 - (c + (1 - c) s) instead loses every digit once s rounds to 1 (z > 17
+    in float32, z > 37 in float64: -69 instead of about -z). Arithmetic with r instead of a
+    select: NumPy's ``where`` costs as much as the rest together.
     """
     z = a * (theta - items.b)
     right = (y > 0.5).astype(z.dtype)
-    t = _sigmoid(xp, (2.0 * right - 1.0) * z)
     if items.c is None:
-        return xp.log(xp.maximum(t, 1e-30))
+        return right * z - (np.logaddexp(z, 0.0) if xp is np else jax.nn.softplus(z))
+    t = _sigmoid(xp, (2.0 * right - 1.0) * z)
     return xp.log(xp.maximum((1.0 - items.c) * t + items.c * right, 1e-30))
 
 

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
+from .kinds import ItemParams, cell_loglik
+
 Array = jax.Array
 
 
@@ -43,17 +45,12 @@ def log_prob_correct_and_wrong(theta: Array, a: Array, b: Array, c: Array | floa
 def bernoulli_loglik_cells(y: Array, theta: Array, a: Array, b: Array, c: Array | float = 0.0) -> Array:
     """Per-cell log-likelihood y log P + (1 - y) log(1 - P) for 0/1 ``y`` (no masking).
 
-    Written for speed on large matrices (this is the inner loop of every fit):
-    2PL: y z - softplus(z); 3PL: log P = log(c + (1 - c) sigmoid(z)) and
-    log(1 - P) = log((1 - c) sigmoid(-z)), picking one per cell (2 exp + 1 log),
-    with probabilities floored at 1e-30 so that no branch is infinite.
+    2PL (``c`` a Python zero): y z - softplus(z); 3PL: log P = log(c + (1 - c) sigmoid(z)) and
+    log(1 - P) = log((1 - c) sigmoid(-z)), floored at 1e-30, z = a (theta - b). One implementation
+    for NumPy and JAX, :func:`irtexam.irt.kinds.cell_loglik` (broadcast as given).
     """
-    z = a * (theta - b)
-    if isinstance(c, (int, float)) and c == 0.0:
-        return y * z - jax.nn.softplus(z)
-    correct = c + (1.0 - c) * jax.nn.sigmoid(z)
-    wrong = (1.0 - c) * jax.nn.sigmoid(-z)
-    return jnp.log(jnp.maximum(jnp.where(y > 0.5, correct, wrong), 1e-30))
+    no_guessing = isinstance(c, (int, float)) and c == 0.0
+    return cell_loglik(y, theta, ItemParams(a=a, b=b, c=None if no_guessing else c), pairwise=True)
 
 
 def bernoulli_loglik(y: Array, mask: Array, theta: Array, a: Array, b: Array, c: Array | float = 0.0) -> Array:
