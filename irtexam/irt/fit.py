@@ -28,7 +28,7 @@ from .result import FitResult, examinee_table, facet_tables, item_table, load_fi
 from .stats import fit_statistics, heldout_split
 
 DEFAULT_FACETS = ("llm", "retriever", "icl")
-METHODS = ("map", "nuts")
+METHODS = ("em", "map", "nuts")
 __all__ = ["DEFAULT_FACETS", "FitResult", "fit", "load_fit", "map_estimate", "lbfgs_map", "nuts_samples"]
 
 
@@ -308,19 +308,25 @@ SMALL_EXAM_ITEMS = 50
 
 
 def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> str:
-    """The estimator that ``method`` names: "auto" is "nuts" for a hierarchical fit (``facets``) of fewer than
-    :data:`SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80% there, NUTS's 90%), else "map"."""
+    """The estimator that ``method`` names. "auto": the marginal estimator ("em") for a model without
+    facets (item parameters consistent whatever the number of items per examinee); for a hierarchical
+    fit (``facets``) "nuts" below :data:`SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80%
+    there, NUTS's 90%), else the joint mode "map"."""
     if method != "auto":
         return method
-    return "nuts" if facets and n_items < SMALL_EXAM_ITEMS else "map"
+    if not facets:
+        return "em"
+    return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
 
 
 def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequence[str] | str | None = None,
-        method: str = "map", seed: int = 0, *, guessing: float | None = None, n_choices: int = 4,
+        method: str = "auto", seed: int = 0, *, guessing: float | None = None, n_choices: int = 4,
         identify: str = "sum-to-zero", residual: bool = False, init: FitResult | Mapping | None = None,
         heldout: float = 0.0, se: bool | str = True, chains: int = 4, warmup: int = 500, samples: int = 500,
         target_accept: float = 0.9, progress: bool = False, max_iter: int = 5000, draws: int = 500,
-        correct_draws: bool = True, item_prior: str = "hierarchical", spec: mdl.ModelSpec | None = None) -> FitResult:
+        correct_draws: bool = True, item_prior: str = "hierarchical", spec: mdl.ModelSpec | None = None,
+        abilities: str = "eap", groups: Any = None, reference_group: Any = None,
+        fixed_items: pd.DataFrame | None = None, tol: float = 1e-4) -> FitResult:
     """Fit an IRT model to a response matrix.
 
     Model: P(X=1 | theta, a, b, c) = c + (1 - c) / (1 + exp(-a (theta - b))) ("3pl";
@@ -330,7 +336,17 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     (or a reference level) and a fixed ability scale; a term "llm:icl" adds the
     interaction of two facets (levels sum to zero over each row and column).
 
-    Uncertainty: MAP fits draw ``draws`` joint samples from the Laplace approximation,
+    Estimators (``method``): "em" integrates the abilities out over their population distribution
+    (N(0, 1), or one N(mu_g, sigma_g^2) per group) and maximises the marginal posterior of the item
+    parameters by Bock-Aitkin EM (:mod:`irtexam.irt.marginal`); abilities follow by EAP or MAP given
+    the items. "map" is the joint posterior mode of items and abilities (accurate when every examinee
+    answers many items, as on leaderboards; biased slopes when examinees answer few, see the docs);
+    "nuts" samples the joint posterior. "auto" (default): "em" without facets, else NUTS below 50 items
+    and MAP above.
+
+    Uncertainty: EM fits draw item parameters from the normal approximation with the inverse observed
+    information (Wald intervals on the log a / d / logit c scale) and abilities from their posterior
+    over the quadrature nodes; MAP fits draw ``draws`` joint samples from the Laplace approximation,
     corrected item by item by Pareto-smoothed importance sampling
     (:mod:`irtexam.irt.draws`; a one-line warning when an item's correction fails,
     k-hat > 0.7); NUTS fits use their MCMC draws. Every reported interval (items,
@@ -340,9 +356,8 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         responses: a ResponseMatrix or a path to a long response table.
         model: "1pl", "2pl", "3pl" or "grm".
         facets: examinee facet terms for the hierarchical model (e.g. ["llm", "retriever", "icl", "llm:icl"]).
-        method: "map" (mode + corrected Laplace draws), "nuts" (NumPyro, ``chains`` chains) or "auto"
-            (:func:`resolve_method`: NUTS for a hierarchical fit of fewer than :data:`SMALL_EXAM_ITEMS` items,
-            where MAP's facet intervals under-cover, else MAP; the CLI's default).
+        method: "auto" (default, :func:`resolve_method`), "em" (marginal), "map" (joint mode + corrected
+            Laplace draws) or "nuts" (NumPyro, ``chains`` chains).
         seed: seeds the held-out split, NUTS, and the Laplace draws.
         guessing: fix c for every item (e.g. 0.25); None lets the 3PL estimate it.
         n_choices: answer choices per item; centres the prior on c at 1 / n_choices.
@@ -352,8 +367,15 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         draws: number of posterior draws of a MAP fit.
         correct_draws: importance-correct the MAP's Laplace draws (True) or keep them Gaussian.
         item_prior: "hierarchical" (the centres of the priors on d and c are learned from the exam,
-            log a stays centred on 0; see :class:`irtexam.irt.model.ModelSpec`) or "fixed" (centred
-            on d = 0, c = 1 / n_choices).
+            log a stays centred on 0; see :class:`irtexam.irt.model.ModelSpec`), "fixed" (centred
+            on d = 0, c = 1 / n_choices) or "none" (flat: marginal maximum likelihood, as mirt; "em" only).
+        abilities: "eap" (default) or "map": how an "em" fit estimates abilities given the items.
+        groups: "em" only: examinee groups with their own ability mean and sd (a facet column name, one
+            label per examinee, or a mapping examinee -> label); the first group (or ``reference_group``)
+            is N(0, 1) unless ``fixed_items`` anchor the scale.
+        fixed_items: "em" only: an items table (a, b, c or b_1..b_K, indexed by item id) whose items are
+            held at these values (fixed-item calibration onto a bank's scale).
+        tol: "em" only: stop when no parameter moves more than ``tol`` in a cycle.
     """
     model = kinds.check_kind(model)
     method = str(method).lower()
@@ -366,6 +388,11 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         responses = ResponseMatrix.read(responses, graded=model == "grm")
     facet_names = _validate_facets(responses, facets)
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items)
+    if method != "em" and (groups is not None or fixed_items is not None):
+        raise IrtexamError("groups and fixed_items need the marginal estimator: method='em' (CLI: --method em)")
+    if method != "em" and (spec.item_prior if spec is not None else item_prior) == "none":
+        raise IrtexamError("item_prior='none' (marginal maximum likelihood) needs method='em'; the joint mode "
+                           "and NUTS need proper item priors")
     if spec is None:
         spec = mdl.ModelSpec(kind=model, guessing=guessing, n_choices=n_choices, facets=facet_names,
                              identify=identify, residual=residual, item_prior=item_prior)
@@ -375,8 +402,18 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     train_mask, test_mask = heldout_split(design.mask, heldout, seed)
-    start = _warm_start(init, spec, design)
     messages = list(responses.warnings())
+    if method == "em":
+        from .marginal_fit import fit_marginal
+        result = fit_marginal(responses, spec, design, train_mask, test_mask if heldout > 0 else None, seed=seed,
+                              se=bool(se), n_draws=draws, abilities=abilities, groups=groups,
+                              reference_group=reference_group, fixed_items=fixed_items, init=init, tol=tol,
+                              max_cycles=max_iter)
+        result.warnings[:0] = messages
+        for message in result.warnings:
+            warnings.warn(message, stacklevel=2)
+        return result
+    start = _warm_start(init, spec, design)
 
     map_params, opt_info = map_estimate(spec, design, train_mask, start, max_iter=max_iter)
     if not opt_info["converged"]:

@@ -44,7 +44,7 @@ from . import kinds
 from . import likelihood as lk
 
 MODELS = ("1pl", "2pl", "3pl", "grm")
-ITEM_PRIORS = ("hierarchical", "fixed")
+ITEM_PRIORS = ("hierarchical", "fixed", "none")
 ITEM_KEYS = ("a", "d", "b1", "gap", "c")
 # item parameter -> the hyperparameter that locates its prior (ModelSpec.item_prior = "hierarchical")
 # (the prior on log a keeps its fixed centre: with abilities scaled to sd 1 it anchors the common level of
@@ -494,6 +494,9 @@ def item_log_prior(items: Mapping[str, Any], spec: ModelSpec, hyper: Mapping[str
     :func:`item_prior_locations`). The sum over items plus :func:`hyper_log_prior` equals the
     item part of :func:`log_prior`.
     """
+    if spec.item_prior == "none":  # marginal maximum likelihood: flat priors
+        ref = items["d"] if "d" in items else items["b1"]
+        return ref * 0.0
     loc = item_prior_locations(spec, _hyper(items, hyper))
     total = 0.0
     if "a" in items:

@@ -70,23 +70,30 @@ def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: ja
 
 
 def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
-                 test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
+                 test: np.ndarray, baseline: float, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
     # transforms in NumPy (no eager JAX dispatch); the cell sums in one compiled pass
     constrained = mdl.constrain({k: np.asarray(v, dtype=np.float64) for k, v in params.items()}, spec, design)
+    theta = constrained["theta"] if theta is None else theta
     f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
-    sums = _binary_cell_sums(f32(design.y), np.asarray(train), np.asarray(test), f32(constrained["theta"]),
+    sums = _binary_cell_sums(f32(design.y), np.asarray(train), np.asarray(test), f32(theta),
                              f32(constrained["a"]), f32(constrained["d"]), f32(constrained["c"]),
                              np.float32(baseline))
     return {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
 
 
 def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
-                 test: np.ndarray, baseline: float) -> dict[str, np.ndarray]:
-    jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
+                 test: np.ndarray, baseline: float, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items() if k in mdl.ITEM_KEYS}
     y = design.y.astype(np.float64)
-    cells = np.asarray(mdl.cell_loglik(jparams, spec, design, jnp.asarray(design.y)), dtype=np.float64)
     items = mdl.item_params(jparams, spec)
-    theta = mdl.examinee_theta(jparams, spec, design)
+    if theta is None:
+        everything = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
+        cells = np.asarray(mdl.cell_loglik(everything, spec, design, jnp.asarray(design.y)), dtype=np.float64)
+        theta = mdl.examinee_theta(everything, spec, design)
+    else:
+        theta = jnp.asarray(theta, dtype=jnp.float32)
+        cells = np.asarray(kinds.cell_loglik(jnp.asarray(design.y), theta[None, :], kinds.ItemParams(
+            a=items.a[:, None], b=items.b[:, None], thresholds=items.thresholds[:, None, :])), dtype=np.float64)
     predicted = np.asarray(kinds.expected_score(theta[None, :], kinds.ItemParams(
         a=items.a[:, None], b=items.b[:, None], thresholds=items.thresholds[:, None, :]), pairwise=True))
     scale = float(max(design.max_score, 1)) ** 2
@@ -98,17 +105,20 @@ def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
 
 
 def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
-                   train_mask: np.ndarray, test_mask: np.ndarray | None) -> dict[str, Any]:
+                   train_mask: np.ndarray, test_mask: np.ndarray | None,
+                   theta: np.ndarray | None = None) -> dict[str, Any]:
     """Log-likelihood, RMSE vs mean baseline (overall and per item), held-out log-likelihood.
 
     RMSE = sqrt(mean over observed cells of (y - E[y])^2) (scores divided by the maximum
     score for graded models); the baseline predicts the mean training score everywhere.
-    Binary models are summarised in one jit-compiled pass over the cells.
+    Binary models are summarised in one jit-compiled pass over the cells. ``theta``: the examinees'
+    abilities (default: those in ``params``; a marginal fit passes its EAP or MAP abilities).
     """
     test = test_mask if test_mask is not None else np.zeros_like(train_mask)
     y_train = design.y[train_mask]
     baseline = float(y_train.mean()) if y_train.size else 0.0
-    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test, baseline)
+    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test, baseline,
+                                                                   theta)
     counts = np.maximum(train_mask.sum(axis=1), 1)
     item_rmse = np.sqrt(sums["sq_train_item"] / counts)
     item_base = np.sqrt(sums["base_train_item"] / counts)

@@ -1,0 +1,553 @@
+"""Marginal estimation of item parameters (Bock-Aitkin EM), abilities by EAP or MAP afterwards.
+
+The abilities are integrated out over their population distribution, N(mu_g, sigma_g^2) for the
+examinees of group g (the reference group N(0, 1) fixes the scale), on a fixed grid of Q nodes
+theta_q (61 equally spaced on [-6, 6]; weights pi_gq proportional to the normal density at the
+nodes, as mirt and BILOG do):
+
+    log L(items, pop) = sum_m log sum_q pi_{g(m) q} prod_{i observed} P(y_im | theta_q; item_i)
+
+and the item parameters maximise log L + sum_i log prior(item_i) (``item_prior="none"``: log L
+alone, marginal maximum likelihood). Bock and Aitkin's EM:
+
+* E-step: each examinee's posterior over the nodes, w_mq = pi_gq L_m(theta_q) / sum_q' (...), and
+  the expected counts r_qik = sum_m w_mq [y_im = k] over observed cells;
+* M-step: item by item, a damped Newton step on sum_qk r_qik log P_k(theta_q; item_i) +
+  log prior(item_i) (per-item 2x2 / 3x3 / (K+1)x(K+1) Hessian blocks from JAX), step-halving so
+  that each item's objective never falls; each free group mean and sd moves to the posterior
+  moments sum_m w_mq theta_q / N_g (the 1PL's reference sd is free: a = 1 fixes the unit).
+
+After EM has converged (largest parameter change below ``tol``), Newton steps on the full
+marginal log posterior with its exact Hessian (JAX, forward over reverse) polish the mode, and
+the negative Hessian is the observed information (Louis' identity gives the same matrix),
+whose inverse is the covariance of the unconstrained parameters (log a, d, logit c; GRM log a,
+b_1, log gaps; free log sd and means). Above :data:`EXACT_HESSIAN_BUDGET` (parameters x cells x
+nodes) the information is the cross-product of the examinees' score vectors (the empirical
+information, consistent, cheaper) plus the prior's curvature, and EM stops at ``tol``.
+
+The item parameters are the kind's own (:func:`irtexam.irt.model.item_params`); the response
+probabilities come from :mod:`irtexam.irt.kinds`. Everything here is a pure function of arrays.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from ..errors import IrtexamError
+from . import kinds
+from . import model as mdl
+
+N_NODES = 61
+NODE_LIMIT = 6.0
+# parameters x observed cells x nodes below which the information is the exact Hessian (about 1 s at the budget)
+EXACT_HESSIAN_BUDGET = 2e9
+
+
+# ----------------------------------------------------------------------------- layout
+def item_columns(spec: mdl.ModelSpec, max_score: int) -> tuple[str, ...]:
+    """The unconstrained parameters of one item, in column order.
+
+    Binary: ("a",)? + ("d",) + ("c",)? (log a, intercept d = -a b, logit c); GRM: ("a", "b1", "gap1", ...)
+    (log a, first threshold, log gaps between successive thresholds).
+    """
+    columns = ["a"] if spec.has_discrimination else []
+    if spec.kind == "grm":
+        columns += ["b1"] + [f"gap{k}" for k in range(1, max_score)]
+    else:
+        columns.append("d")
+        if spec.free_guessing:
+            columns.append("c")
+    return tuple(columns)
+
+
+def to_matrix(params: Mapping[str, Any], columns: Sequence[str]) -> np.ndarray:
+    """Item parameter dict (unconstrained, as the joint estimator keeps them) -> (I, p) matrix."""
+    out = []
+    for name in columns:
+        if name.startswith("gap"):
+            out.append(np.asarray(params["gap"])[:, int(name[3:]) - 1])
+        else:
+            out.append(np.asarray(params[name]))
+    return np.stack(out, axis=1).astype(np.float64)
+
+
+def from_matrix(X: Any, columns: Sequence[str]) -> dict[str, Any]:
+    """(..., I, p) matrix -> item parameter dict with the joint estimator's names (``gap`` as (..., I, K - 1))."""
+    out: dict[str, Any] = {}
+    gaps = []
+    for j, name in enumerate(columns):
+        if name.startswith("gap"):
+            gaps.append(X[..., j])
+        else:
+            out[name] = X[..., j]
+    if gaps:
+        xp = jnp if isinstance(X, jax.Array) else np
+        out["gap"] = xp.stack(gaps, axis=-1)
+    return out
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Examinee groups and which population parameters are estimated.
+
+    ``index``: group of each examinee (E,); ``names``: group labels; ``free_mean`` / ``free_sd``:
+    (G,) booleans. The reference group (0) is N(0, 1) unless the scale is fixed otherwise (the 1PL
+    frees its sd; anchor items free both).
+    """
+
+    index: np.ndarray
+    names: tuple[str, ...]
+    free_mean: np.ndarray
+    free_sd: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+
+def make_groups(labels: Sequence[Any] | None, n_examinees: int, *, free_reference_sd: bool = False,
+                free_reference_mean: bool = False, reference: Any = None) -> Groups:
+    """Groups from one label per examinee (None: one group); the first label seen, or ``reference``, is the reference."""
+    if labels is None:
+        names: list[str] = ["all"]
+        index = np.zeros(n_examinees, dtype=np.int32)
+    else:
+        labels = [str(v) for v in labels]
+        if len(labels) != n_examinees:
+            raise IrtexamError(f"groups: {len(labels)} labels for {n_examinees} examinees")
+        names = list(dict.fromkeys(labels))
+        if reference is not None:
+            if str(reference) not in names:
+                raise IrtexamError(f"reference group '{reference}' is not among the groups {', '.join(names)}")
+            names.remove(str(reference))
+            names.insert(0, str(reference))
+        position = {name: g for g, name in enumerate(names)}
+        index = np.array([position[v] for v in labels], dtype=np.int32)
+    free_mean = np.ones(len(names), dtype=bool)
+    free_sd = np.ones(len(names), dtype=bool)
+    free_mean[0], free_sd[0] = free_reference_mean, free_reference_sd
+    return Groups(index=index, names=tuple(names), free_mean=free_mean, free_sd=free_sd)
+
+
+def quadrature(n_nodes: int = N_NODES, limit: float = NODE_LIMIT) -> np.ndarray:
+    """Equally spaced nodes on [-limit, limit] (the rectangle rule is exponentially accurate for Gaussian tails)."""
+    return np.linspace(-limit, limit, n_nodes)
+
+
+def population_log_weights(nodes: Any, mean: Any, log_sd: Any) -> Any:
+    """log pi_gq: the N(mean_g, sd_g^2) density at the nodes, normalised over the nodes, (G, Q)."""
+    xp = jnp if isinstance(mean, jax.Array) or isinstance(log_sd, jax.Array) else np
+    z = (nodes[None, :] - mean[:, None]) / xp.exp(log_sd)[:, None]
+    logd = -0.5 * z ** 2
+    return logd - (logsumexp(logd, axis=1, keepdims=True) if xp is jnp
+                   else np.log(np.exp(logd - logd.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True))
+                   + logd.max(axis=1, keepdims=True))
+
+
+# ----------------------------------------------------------------------------- the model at the nodes
+def node_log_probs(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, nodes: Any) -> Any:
+    """log P(X_i = k | theta_q) for every node, item and category, (Q, I, K + 1) (binary: K = 1).
+
+    Binary items through :func:`irtexam.irt.kinds.cell_loglik` (no cancellation in log(1 - P));
+    graded items log of :func:`irtexam.irt.kinds.category_probs`, floored at 1e-300.
+    """
+    items = mdl.item_params(from_matrix(X, columns), spec)
+    if spec.kind == "grm":
+        return jnp.log(jnp.maximum(kinds.category_probs(nodes, items), 1e-300))
+    wrong = kinds.cell_loglik(jnp.zeros(()), nodes, items, pairwise=False)
+    right = kinds.cell_loglik(jnp.ones(()), nodes, items, pairwise=False)
+    return jnp.stack([wrong, right], axis=-1)
+
+
+def item_log_prior(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: Mapping[str, Any]) -> Any:
+    """log prior of each item's unconstrained parameters (I,): :func:`irtexam.irt.model.item_log_prior`; 0 for "none"."""
+    if spec.item_prior == "none":
+        return jnp.zeros(X.shape[0], dtype=X.dtype)
+    return mdl.item_log_prior(from_matrix(X, columns), spec, hyper)
+
+
+def examinee_node_loglik(logp: Any, onehot: Any) -> Any:
+    """log L_m(theta_q) = sum_i sum_k [y_im = k] log P_ik(theta_q) over observed cells, (E, Q)."""
+    return jnp.einsum("kie,qik->eq", onehot, logp)
+
+
+def posterior_over_nodes(log_lik: Any, log_pi: Any, group: Any) -> tuple[Any, Any]:
+    """(w (E, Q), log marginal likelihood per examinee (E,)): w_mq = pi L_m(theta_q) / sum_q' pi L_m(theta_q')."""
+    joint = log_lik + log_pi[group]
+    marginal = logsumexp(joint, axis=1)
+    return jnp.exp(joint - marginal[:, None]), marginal
+
+
+# ----------------------------------------------------------------------------- EM steps (jit-compiled)
+def _e_step(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *, columns: tuple,
+            spec: mdl.ModelSpec) -> tuple[Any, Any, Any]:
+    """Posterior weights (E, Q), expected counts r_qik (Q, I, K + 1), and the marginal log-likelihood."""
+    logp = node_log_probs(X, columns, spec, nodes)
+    w, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd),
+                                       group)
+    counts = jnp.einsum("kie,eq->qik", onehot, w)
+    return w, counts, marginal.sum()
+
+
+def item_objectives(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], *, columns: tuple,
+                    spec: mdl.ModelSpec) -> Any:
+    """The M-step objective of each item (I,): sum_qk r_qik log P_ik(theta_q) + log prior(item_i)."""
+    logp = node_log_probs(X, columns, spec, nodes)
+    return jnp.einsum("qik,qik->i", counts, logp) + item_log_prior(X, columns, spec, hyper)
+
+
+def block_hessians(fun: Callable[[Any], Any], X: Any) -> tuple[Any, Any]:
+    """Gradient (I, p) and per-row Hessian blocks (I, p, p) of ``fun(X).sum()`` when fun is separable by row.
+
+    Row i of X only enters fun(X)[i], so one Hessian-vector product with the j-th column of
+    ones gives column j of every row's block at once: p products instead of I p.
+    """
+    total = lambda Z: fun(Z).sum()  # noqa: E731
+    grad = jax.grad(total)
+    g = grad(X)
+    columns = [jax.jvp(grad, (X,), (jnp.zeros_like(X).at[:, j].set(1.0),))[1] for j in range(X.shape[1])]
+    return g, jnp.stack(columns, axis=-1)
+
+
+def damped_newton_direction(g: Any, H: Any, max_step: float = 1.0) -> Any:
+    """Per row: d = (-H + lambda I)^{-1} g, lambda lifting -H to positive definite, |d| capped at ``max_step``."""
+    neg = -0.5 * (H + jnp.swapaxes(H, -1, -2))
+    smallest = jnp.linalg.eigvalsh(neg)[..., 0]
+    scale = jnp.maximum(jnp.abs(jnp.diagonal(neg, axis1=-2, axis2=-1)).max(axis=-1), 1e-8)
+    lift = jnp.where(smallest > 1e-8 * scale, 0.0, 1e-4 * scale - smallest)
+    eye = jnp.eye(H.shape[-1], dtype=H.dtype)
+    step = jnp.linalg.solve(neg + lift[:, None, None] * eye, g[..., None])[..., 0]
+    longest = jnp.abs(step).max(axis=-1, keepdims=True)
+    return step * jnp.minimum(1.0, max_step / jnp.maximum(longest, 1e-300))
+
+
+STEP_SIZES = (1.0, 0.5, 0.25, 0.1, 0.0)
+
+
+def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], free_rows: Any, *, columns: tuple,
+                  spec: mdl.ModelSpec) -> tuple[Any, Any]:
+    """One damped Newton step per item with step halving (each item's objective never falls); anchors stay."""
+    fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
+    g, H = block_hessians(fun, X)
+    direction = damped_newton_direction(g, H) * free_rows[:, None]
+    values = jnp.stack([fun(X + t * direction) for t in STEP_SIZES])  # (S, I)
+    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+    best = jnp.asarray(STEP_SIZES, dtype=X.dtype)[jnp.argmax(values, axis=0)]
+    return X + best[:, None] * direction, values.max(axis=0).sum()
+
+
+def population_moments(w: Any, group: Any, n_groups: int, nodes: Any) -> tuple[Any, Any]:
+    """Posterior mean and sd of the abilities of each group: sum_m w_mq theta_q / N_g, (G,) each."""
+    onehot = jax.nn.one_hot(group, n_groups, dtype=w.dtype)          # (E, G)
+    mass = onehot.T @ w                                               # (G, Q)
+    total = mass.sum(axis=1)
+    mean = mass @ nodes / total
+    var = mass @ nodes ** 2 / total - mean ** 2
+    return mean, 0.5 * jnp.log(jnp.maximum(var, 1e-6))
+
+
+def update_hyper(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: dict[str, Any],
+                 steps: int = 3) -> dict[str, Any]:
+    """Empirical-Bayes update of the learned prior centres (mu_d, mu_b1, mu_c): Newton on
+    sum_i log prior(item_i | mu) + log hyperprior(mu), items held at X."""
+    if not hyper:
+        return hyper
+    names = sorted(hyper)
+    items = from_matrix(X, columns)
+
+    def objective(h: Any) -> Any:
+        values = dict(zip(names, h))
+        return jnp.sum(mdl.item_log_prior(items, spec, values)) + mdl.hyper_log_prior(values, spec)
+
+    h = jnp.asarray([hyper[k] for k in names], dtype=X.dtype)
+    for _ in range(steps):
+        g = jax.grad(objective)(h)
+        H = jax.hessian(objective)(h)
+        h = h - jnp.linalg.solve(H - 1e-9 * jnp.eye(len(names), dtype=h.dtype), g)
+    return {k: h[j] for j, k in enumerate(names)}
+
+
+# ----------------------------------------------------------------------------- the full marginal posterior
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Which entries of (X, mean, log_sd) are free, and their order in the flat vector (hashable by content,
+    so compiled kernels are reused by every fit of the same shape)."""
+
+    free_rows: np.ndarray   # (I,) bool: items estimated (False: anchors held at their bank values)
+    n_columns: int
+    free_mean: np.ndarray   # (G,) bool
+    free_sd: np.ndarray     # (G,) bool
+
+    def _key(self) -> tuple:
+        return (self.free_rows.tobytes(), self.n_columns, self.free_mean.tobytes(), self.free_sd.tobytes())
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and self._key() == other._key()
+
+    @property
+    def size(self) -> int:
+        return int(self.free_rows.sum()) * self.n_columns + int(self.free_mean.sum()) + int(self.free_sd.sum())
+
+    def flatten(self, X: Any, mean: Any, log_sd: Any) -> Any:
+        xp = jnp if isinstance(X, jax.Array) else np
+        return xp.concatenate([X[self.free_rows].reshape(-1), mean[self.free_mean], log_sd[self.free_sd]])
+
+    def unflatten(self, flat: Any, X: Any, mean: Any, log_sd: Any) -> tuple[Any, Any, Any]:
+        rows = np.flatnonzero(self.free_rows)
+        n_item = len(rows) * self.n_columns
+        n_mean = int(self.free_mean.sum())
+        X = X.at[rows].set(flat[:n_item].reshape(len(rows), self.n_columns))
+        mean = mean.at[np.flatnonzero(self.free_mean)].set(flat[n_item:n_item + n_mean])
+        log_sd = log_sd.at[np.flatnonzero(self.free_sd)].set(flat[n_item + n_mean:])
+        return X, mean, log_sd
+
+
+def marginal_log_posterior(flat: Any, X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any,
+                           hyper: Mapping[str, Any], *, layout: Layout, columns: tuple,
+                           spec: mdl.ModelSpec) -> Any:
+    """log L(items, pop) + sum_i log prior(item_i), as a function of the free parameters ``flat``."""
+    X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
+    logp = node_log_probs(X, columns, spec, nodes)
+    _, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot),
+                                       population_log_weights(nodes, mean, log_sd), group)
+    return marginal.sum() + item_log_prior(X, columns, spec, hyper).sum()
+
+
+def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
+                        layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> Any:
+    """Empirical information sum_m s_m s_m^T of the examinees' marginal score vectors (free parameters).
+
+    s_m = sum_q w_mq d/du log p(y_m, theta_q): for item i, sum_q w_mq sum_k [y_im = k] d log P_ik(theta_q) / du_i,
+    computed per column with one forward-mode pass (the node log-probabilities are separable by item).
+    """
+    logp_fn = lambda Z: node_log_probs(Z, columns, spec, nodes)  # noqa: E731
+    logp = logp_fn(X)
+    w, _ = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd), group)
+    rows = np.flatnonzero(layout.free_rows)
+    scores = []
+    for j in range(X.shape[1]):
+        dlogp = jax.jvp(logp_fn, (X,), (jnp.zeros_like(X).at[:, j].set(1.0),))[1]        # (Q, I, K + 1)
+        scores.append(jnp.einsum("eq,kie,qik->ei", w, onehot, dlogp)[:, rows])       # (E, I_free)
+    S = jnp.stack(scores, axis=-1).reshape(w.shape[0], -1)  # item-major, column-minor, as Layout.flatten
+    pop = []
+    n_groups = mean.shape[0]
+    member = jax.nn.one_hot(group, n_groups, dtype=w.dtype)
+    sd = jnp.exp(log_sd)
+    z = (nodes[None, :] - mean[:, None]) / sd[:, None]            # (G, Q)
+    pi = jnp.exp(population_log_weights(nodes, mean, log_sd))
+    # d log pi_gq / d mean_g and / d log sd_g (the normaliser's derivative included)
+    d_mean = z / sd[:, None] - (pi * z / sd[:, None]).sum(axis=1, keepdims=True)
+    d_logsd = z ** 2 - (pi * z ** 2).sum(axis=1, keepdims=True)
+    for g in np.flatnonzero(layout.free_mean):
+        pop.append(member[:, g] * (w @ d_mean[g]))
+    for g in np.flatnonzero(layout.free_sd):
+        pop.append(member[:, g] * (w @ d_logsd[g]))
+    if pop:
+        S = jnp.concatenate([S, jnp.stack(pop, axis=1)], axis=1)
+    return S.T @ S
+
+
+# ----------------------------------------------------------------------------- compiled kernels
+@lru_cache(maxsize=16)
+def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout) -> dict[str, Callable]:
+    """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing)."""
+    target = partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec)
+    return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
+            "m_step": jax.jit(partial(_m_step_items, columns=columns, spec=spec)),
+            "hyper_step": jax.jit(partial(update_hyper, columns=columns, spec=spec)),
+            "moments": jax.jit(population_moments, static_argnums=(2,)),
+            "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
+            "hessian": jax.jit(jax.hessian(target)),
+            "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
+            "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
+                partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
+
+
+# ----------------------------------------------------------------------------- driver
+@dataclass
+class MarginalResult:
+    """What :func:`em_estimate` found: parameters, posterior over the nodes, information, diagnostics."""
+
+    X: np.ndarray                   # (I, p) unconstrained item parameters
+    columns: tuple[str, ...]
+    mean: np.ndarray                # (G,) group means
+    log_sd: np.ndarray              # (G,) group log sds
+    hyper: dict[str, float]
+    groups: Groups
+    layout: Layout
+    nodes: np.ndarray
+    weights: np.ndarray             # (E, Q) posterior over the nodes at the estimate
+    loglik: float                   # marginal log-likelihood (no prior)
+    log_posterior: float
+    covariance: np.ndarray | None   # (P, P) of the free parameters (Layout order), None without se
+    information: str | None         # "observed" (exact Hessian) or "crossprod" (empirical)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def item_dict(self) -> dict[str, np.ndarray]:
+        """Unconstrained item parameters keyed as the joint estimator keys them."""
+        return {k: np.asarray(v, dtype=np.float64) for k, v in from_matrix(self.X, self.columns).items()}
+
+
+def one_hot_responses(y: np.ndarray, mask: np.ndarray, n_categories: int, dtype: Any = np.float64) -> np.ndarray:
+    """[y_im = k] on observed cells, (K + 1, I, E)."""
+    scores = np.where(mask, np.rint(y).astype(np.int64), -1)
+    return np.stack([(scores == k) for k in range(n_categories)]).astype(dtype)
+
+
+def start_values(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, columns: Sequence[str],
+                 max_score: int) -> np.ndarray:
+    """Starting values from the items' proportions (the joint estimator's, :func:`irtexam.irt.model.initial_params`)."""
+    design = mdl.Design(items=tuple(str(i) for i in range(y.shape[0])), examinees=tuple(str(m) for m in range(y.shape[1])),
+                        y=y, mask=mask, max_score=max_score)
+    return to_matrix(mdl.initial_params(spec, design), columns)
+
+
+def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_score: int = 1,
+                groups: Groups | None = None, fixed: Mapping[int, np.ndarray] | None = None,
+                start: np.ndarray | None = None, tol: float = 1e-4, max_cycles: int = 2000,
+                se: bool = True, n_nodes: int = N_NODES, polish: bool | None = None,
+                progress: Callable[[int, float, float], None] | None = None) -> MarginalResult:
+    """Maximise the marginal log posterior of the item parameters by EM, then polish and take the information.
+
+    Args:
+        spec: model kind and priors (no facets); ``spec.item_prior == "none"`` is marginal ML.
+        y, mask: (I, E) scores and the observed cells.
+        groups: examinee groups (:func:`make_groups`); None is one N(0, 1) group (1PL: N(0, sigma^2)).
+        fixed: anchor items held at given unconstrained rows of X (item position -> (p,) values).
+        tol: EM stops when no parameter moved more than ``tol`` in a cycle.
+        polish: Newton steps on the full marginal posterior after EM (default: when the exact
+            Hessian is within :data:`EXACT_HESSIAN_BUDGET`).
+    Returns a :class:`MarginalResult`.
+    """
+    if spec.facets:
+        raise IrtexamError("the marginal estimator fits models without facets; use method 'map' or 'nuts' for facets")
+    started = time.perf_counter()
+    n_items, n_examinees = y.shape
+    columns = item_columns(spec, max_score)
+    groups = groups or make_groups(None, n_examinees, free_reference_sd=not spec.has_discrimination)
+    free_rows = np.ones(n_items, dtype=bool)
+    X0 = start_values(spec, y, mask, columns, max_score) if start is None else np.asarray(start, dtype=np.float64)
+    for position, values in (fixed or {}).items():
+        free_rows[position] = False
+        X0[position] = np.asarray(values, dtype=np.float64)
+    layout = Layout(free_rows=free_rows, n_columns=len(columns), free_mean=groups.free_mean, free_sd=groups.free_sd)
+    hyper0 = {name: float(np.mean(X0[:, columns.index(name[3:])]))
+              for name in mdl.hyper_names(spec) if name[3:] in columns}
+    n_cells = float(mask.sum())
+    exact = layout.size * n_cells * n_nodes <= EXACT_HESSIAN_BUDGET
+    polish = exact if polish is None else polish
+    with jax.enable_x64(True):
+        nodes = jnp.asarray(quadrature(n_nodes))
+        onehot = jnp.asarray(one_hot_responses(y, mask, max_score + 1))
+        group = jnp.asarray(groups.index)
+        X = jnp.asarray(X0)
+        mean = jnp.zeros(groups.n)
+        log_sd = jnp.zeros(groups.n)
+        hyper = {k: jnp.asarray(v) for k, v in hyper0.items()}
+        free = jnp.asarray(free_rows, dtype=X.dtype)
+        compiled = kernels(columns, spec, layout)
+        e_step, m_step, hyper_step = compiled["e_step"], compiled["m_step"], compiled["hyper_step"]
+        converged, cycle, change, loglik = False, 0, np.inf, -np.inf
+        history: list[float] = []
+        for cycle in range(1, max_cycles + 1):
+            w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
+            loglik = float(ll)
+            history.append(loglik)
+            X_new, _ = m_step(X, counts, nodes, hyper, free)
+            new_mean, new_log_sd = compiled["moments"](w, group, groups.n, nodes)
+            new_mean = jnp.where(jnp.asarray(groups.free_mean), new_mean, mean)
+            new_log_sd = jnp.where(jnp.asarray(groups.free_sd), new_log_sd, log_sd)
+            change = float(max(jnp.abs(X_new - X).max(), jnp.abs(new_mean - mean).max(),
+                               jnp.abs(new_log_sd - log_sd).max()))
+            X, mean, log_sd = X_new, new_mean, new_log_sd
+            hyper = hyper_step(X, hyper=hyper) if hyper else hyper
+            if progress is not None:
+                progress(cycle, loglik, change)
+            if not np.isfinite(change):
+                raise IrtexamError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
+                                   "or a model with fewer parameters")
+            if change < tol:
+                converged = True
+                break
+        em_seconds = time.perf_counter() - started
+        objective = compiled["objective"]
+        args = (X, mean, log_sd, onehot, group, nodes, hyper)
+        newton_steps = 0
+        hessian = None
+        if polish and layout.size:
+            # one exact Hessian at EM's answer: Newton steps with fresh gradients polish the mode (EM stopped
+            # within tol of it, where the Hessian barely changes), and the same matrix is the information
+            grad_fn = compiled["gradient"]
+            flat = layout.flatten(X, mean, log_sd)
+            hessian = compiled["hessian"](flat, *args)
+            value = objective(flat, *args)
+            for _ in range(3):
+                g = grad_fn(flat, *args)
+                if float(jnp.abs(g).max()) < 1e-8:
+                    break
+                step = jnp.linalg.solve(-hessian, g)
+                if not bool(jnp.all(jnp.isfinite(step))) or float(jnp.abs(step).max()) > 0.5:
+                    break  # not near a well-defined mode: keep EM's answer
+                trial = flat + step
+                trial_value = objective(trial, *args)
+                if not bool(trial_value >= value - 1e-9):
+                    break
+                flat, value = trial, trial_value
+                newton_steps += 1
+            X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
+            args = (X, mean, log_sd, onehot, group, nodes, hyper)
+        w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
+        loglik = float(ll)
+        log_post = float(objective(layout.flatten(X, mean, log_sd), *args)) if layout.size else loglik
+        covariance = None
+        information = None
+        if se and layout.size:
+            if exact:
+                if hessian is None:
+                    hessian = compiled["hessian"](layout.flatten(X, mean, log_sd), *args)
+                info_matrix = -np.asarray(hessian, dtype=np.float64)
+                information = "observed"
+            else:
+                info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, onehot, group, nodes), dtype=np.float64)
+                if spec.item_prior != "none":
+                    info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
+                information = "crossprod"
+            covariance = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
+        result = MarginalResult(
+            X=np.asarray(X, dtype=np.float64), columns=columns, mean=np.asarray(mean, dtype=np.float64),
+            log_sd=np.asarray(log_sd, dtype=np.float64), hyper={k: float(v) for k, v in hyper.items()},
+            groups=groups, layout=layout, nodes=np.asarray(nodes), weights=np.asarray(w, dtype=np.float64),
+            loglik=loglik, log_posterior=log_post, covariance=covariance, information=information,
+            info={"solver": "em", "converged": converged, "cycles": cycle, "max_change": change, "tol": tol,
+                  "newton_steps": newton_steps, "em_seconds": em_seconds,
+                  "seconds": time.perf_counter() - started, "nodes": n_nodes, "loglik_history_tail": history[-3:]})
+    return result
+
+
+def _prior_curvature(blocks: np.ndarray, layout: Layout) -> np.ndarray:
+    """-d2/du2 of the item log prior over the free parameters, from its per-item Hessian blocks (I, p, p)."""
+    size = layout.size
+    out = np.zeros((size, size))
+    H = blocks[layout.free_rows]
+    p = layout.n_columns
+    for r in range(H.shape[0]):
+        out[r * p:(r + 1) * p, r * p:(r + 1) * p] = -H[r]
+    return out
+
+
+def _safe_inverse(matrix: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric information matrix; a pseudo-inverse (eigenvalues floored) when it is singular."""
+    values, vectors = np.linalg.eigh(matrix)
+    floor = max(values.max(), 1.0) * 1e-10
+    return (vectors / np.maximum(values, floor)) @ vectors.T

@@ -1,0 +1,315 @@
+"""A :class:`FitResult` from the marginal estimator: item draws from the information, abilities afterwards.
+
+:mod:`irtexam.irt.marginal` estimates the item parameters with the abilities integrated out; this
+module turns its answer into the tables every consumer reads:
+
+* item draws: the free unconstrained parameters (log a, d, logit c; GRM log a, b_1, log gaps)
+  ~ N(estimate, inverse information), mapped to a, b, c / thresholds, so the reported 90%
+  intervals are the Wald intervals on the unconstrained scale (and always contain the estimate);
+* abilities given the items and each examinee's group distribution: EAP (default),
+  theta = sum_q w_mq theta_q with posterior sd and quantiles from the posterior over the nodes;
+  or MAP, the posterior mode with sd 1 / sqrt(-d2/dtheta2 log posterior);
+* the marginal log-likelihood, AIC = 2k - 2 log L and BIC = k log N - 2 log L (k free item and
+  population parameters, N examinees, as mirt counts them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from ..errors import IrtexamError
+from ..responses import ResponseMatrix
+from . import kinds
+from . import marginal as mg
+from . import model as mdl
+from .result import LOW_Q, HIGH_Q, FitResult, item_table
+from .stats import fit_statistics
+
+ABILITY_METHODS = ("eap", "map")
+__all__ = ["ABILITY_METHODS", "eap", "posterior_quantiles", "sample_abilities", "map_abilities", "fit_marginal"]
+
+
+# ----------------------------------------------------------------------------- abilities
+def eap(weights: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expected a posteriori abilities and posterior sds: sum_q w_mq theta_q and sqrt(sum_q w_mq (theta_q - EAP)^2)."""
+    mean = weights @ nodes
+    var = weights @ nodes ** 2 - mean ** 2
+    return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+def _inverse_cdf(weights: np.ndarray, nodes: np.ndarray, u: np.ndarray, cdf: np.ndarray | None = None) -> np.ndarray:
+    """The u-quantile (u: (E,)) of each examinee's posterior over the nodes, the mass of node q spread
+    evenly over its cell [theta_q - h/2, theta_q + h/2] (h the node spacing): a piecewise-linear CDF."""
+    h = nodes[1] - nodes[0]
+    cdf = np.cumsum(weights, axis=1) if cdf is None else cdf
+    rows = np.arange(weights.shape[0])
+    idx = np.minimum((cdf < u[:, None]).sum(axis=1), len(nodes) - 1)
+    below = cdf[rows, idx] - weights[rows, idx]
+    frac = np.clip((u - below) / np.maximum(weights[rows, idx], 1e-300), 0.0, 1.0)
+    return nodes[idx] - h / 2 + frac * h
+
+
+def posterior_quantiles(weights: np.ndarray, nodes: np.ndarray, probs: Sequence[float]) -> np.ndarray:
+    """Quantiles (E, len(probs)) of each examinee's posterior over the nodes (see :func:`_inverse_cdf`)."""
+    n = weights.shape[0]
+    return np.stack([_inverse_cdf(weights, nodes, np.full(n, float(p))) for p in probs], axis=1)
+
+
+def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Draws (n, E) from each examinee's posterior over the nodes (inverse-CDF sampling)."""
+    u = rng.uniform(size=(n, weights.shape[0]))
+    cdf = np.cumsum(weights, axis=1)
+    return np.stack([_inverse_cdf(weights, nodes, u[s], cdf) for s in range(n)])
+
+
+def map_abilities(X: np.ndarray, columns: Sequence[str], spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray,
+                  mean: np.ndarray, sd: np.ndarray, start: np.ndarray, steps: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """MAP abilities given the items, prior N(mean_m, sd_m^2) per examinee, and posterior sds
+    1 / sqrt(-d2/dtheta2 log posterior) at the mode: Newton steps (capped at 1) on all examinees at once."""
+    with jax.enable_x64(True):
+        items = mdl.item_params(mg.from_matrix(jnp.asarray(X), columns), spec)
+        row = kinds.ItemParams(*(None if v is None else v[None] for v in items))
+        Y, M = jnp.asarray(np.rint(y)).T, jnp.asarray(mask).T
+        mu, s = jnp.asarray(mean), jnp.asarray(sd)
+
+        def total(theta: Any) -> Any:
+            cells = kinds.cell_loglik(Y, theta[:, None], row, pairwise=True)
+            return (jnp.where(M, cells, 0.0).sum(axis=1) - 0.5 * ((theta - mu) / s) ** 2).sum()
+
+        grad = jax.jit(jax.grad(total))
+        curvature = jax.jit(lambda t: jax.jvp(jax.grad(total), (t,), (jnp.ones_like(t),))[1])
+        theta = jnp.asarray(start, dtype=jnp.float64)
+        for _ in range(steps):
+            step = jnp.clip(grad(theta) / jnp.maximum(-curvature(theta), 1e-6), -1.0, 1.0)
+            theta = theta + step
+            if float(jnp.abs(step).max()) < 1e-8:
+                break
+        return np.asarray(theta), np.asarray(1.0 / jnp.sqrt(jnp.maximum(-curvature(theta), 1e-12)))
+
+
+# ----------------------------------------------------------------------------- inputs
+def resolve_groups(responses: ResponseMatrix, groups: Any, spec: mdl.ModelSpec,
+                   anchored: bool, reference: Any = None) -> mg.Groups:
+    """Examinee groups from a facet column name, one label per examinee, or a mapping examinee -> label."""
+    n = responses.n_examinees
+    free_sd = not spec.has_discrimination or anchored
+    if groups is None:
+        return mg.make_groups(None, n, free_reference_sd=free_sd, free_reference_mean=anchored)
+    if isinstance(groups, str):
+        if groups not in responses.facet_names:
+            raise IrtexamError(f"groups: '{groups}' is not a column of the responses (columns: "
+                               f"{', '.join(responses.facet_names) or 'none'})")
+        labels = responses.examinee_facets[groups].reindex(list(responses.examinees)).tolist()
+    elif isinstance(groups, Mapping) or isinstance(groups, pd.Series):
+        mapping = dict(groups)
+        missing = [e for e in responses.examinees if e not in mapping]
+        if missing:
+            raise IrtexamError(f"groups: no group for {len(missing)} examinee(s), e.g. '{missing[0]}'")
+        labels = [mapping[e] for e in responses.examinees]
+    else:
+        labels = list(groups)
+    return mg.make_groups(labels, n, free_reference_sd=free_sd, free_reference_mean=anchored, reference=reference)
+
+
+def anchor_rows(fixed_items: pd.DataFrame | None, spec: mdl.ModelSpec, design: mdl.Design,
+                columns: Sequence[str]) -> dict[int, np.ndarray]:
+    """Anchor items (present in the data and in ``fixed_items``) as unconstrained rows of X, by item position.
+
+    Reported a, b, c -> log a, d = -a b, logit c; GRM thresholds -> b_1 and log gaps.
+    """
+    if fixed_items is None:
+        return {}
+    table = fixed_items.copy()
+    table.index = table.index.astype(str)
+    bank = kinds.from_table(table, "grm" if spec.kind == "grm" else None)
+    position = {item: i for i, item in enumerate(design.items)}
+    rows: dict[int, np.ndarray] = {}
+    for k, item in enumerate(table.index):
+        if item not in position:
+            continue
+        a = float(bank.a[k])
+        if not np.isfinite(a) or a <= 0:
+            raise IrtexamError(f"fixed item '{item}': a = {a} is not a positive number")
+        values: dict[str, Any] = {"a": np.array([np.log(a)])}
+        if spec.kind == "grm":
+            thresholds = np.asarray(bank.thresholds[k], dtype=float)
+            values["b1"] = thresholds[:1]
+            values["gap"] = np.log(np.maximum(np.diff(thresholds), 1e-6))[None, :]
+        else:
+            values["d"] = np.array([-a * float(bank.b[k])])
+            c = float(bank.c[k]) if bank.c is not None else 0.0
+            values["c"] = np.array([np.log(max(c, 1e-6) / max(1 - c, 1e-6))])
+        rows[position[item]] = mg.to_matrix(values, columns)[0]
+    if not rows:
+        raise IrtexamError("fixed_items: none of its items is in the responses (ids are matched as strings)")
+    return rows
+
+
+def start_matrix(init: Any, spec: mdl.ModelSpec, design: mdl.Design, columns: Sequence[str]) -> np.ndarray | None:
+    """Starting item parameters from a previous fit's item parameters, matched by item id (else None)."""
+    if not isinstance(init, FitResult) or init.spec.kind != spec.kind:
+        return None
+    try:
+        previous = mg.to_matrix(init.params, columns)
+    except (KeyError, IndexError, ValueError):
+        return None
+    start = mg.start_values(spec, design.y, design.mask, columns, design.max_score)
+    position = {item: i for i, item in enumerate(init.design.items)}
+    for i, item in enumerate(design.items):
+        if item in position:
+            start[i] = previous[position[item]]
+    return start
+
+
+# ----------------------------------------------------------------------------- result
+def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray,
+                 test_mask: np.ndarray | None, *, seed: int = 0, se: bool = True, n_draws: int = 500,
+                 abilities: str = "eap", groups: Any = None, reference_group: Any = None,
+                 fixed_items: pd.DataFrame | None = None, init: Any = None, tol: float = 1e-4,
+                 max_cycles: int = 2000) -> FitResult:
+    """Fit ``spec`` by marginal EM (:func:`irtexam.irt.marginal.em_estimate`) and build the :class:`FitResult`."""
+    abilities = str(abilities).lower()
+    if abilities not in ABILITY_METHODS:
+        raise IrtexamError(f"unknown ability estimator '{abilities}'; choose one of {', '.join(ABILITY_METHODS)}")
+    columns = mg.item_columns(spec, design.max_score)
+    fixed = anchor_rows(fixed_items, spec, design, columns)
+    group_info = resolve_groups(responses, groups, spec, anchored=bool(fixed), reference=reference_group)
+    result = mg.em_estimate(spec, design.y, train_mask, max_score=design.max_score, groups=group_info, fixed=fixed,
+                            start=start_matrix(init, spec, design, columns), tol=tol, max_cycles=max_cycles, se=se)
+    messages: list[str] = []
+    if not result.info["converged"]:
+        messages.append(f"the EM iterations stopped after {result.info['cycles']} cycles before converging "
+                        f"(largest change {result.info['max_change']:.2g} > {tol}); estimates may be off: raise max_cycles")
+    rng = np.random.default_rng(seed)
+    point_items = mdl.item_params(result.item_dict(), spec)
+    point = _reported(point_items, spec)
+    item_draws = None
+    if se and result.covariance is not None:
+        item_draws = _item_draws(result, spec, n_draws, rng)
+        wide = _wide_items(result, spec, item_draws)
+        if wide:
+            messages.append(f"{len(wide)} item(s) have very wide intervals (sd of log a or of d above 2), e.g. "
+                            f"{design.items[wide[0]]}: the data barely identify them (few or extreme responses)")
+    sds = np.exp(result.log_sd)[group_info.index]
+    means = result.mean[group_info.index]
+    eap_theta, eap_sd = eap(result.weights, result.nodes)
+    if abilities == "eap":
+        theta, theta_sd = eap_theta, eap_sd
+        low, high = posterior_quantiles(result.weights, result.nodes, (LOW_Q, HIGH_Q)).T
+        theta_draws = sample_abilities(result.weights, result.nodes, n_draws, rng) if se else None
+    else:
+        theta, theta_sd = map_abilities(result.X, columns, spec, design.y, train_mask, means, sds, eap_theta)
+        z = 1.6448536269514722
+        low, high = theta - z * theta_sd, theta + z * theta_sd
+        theta_draws = theta + theta_sd * rng.standard_normal((n_draws, len(theta))) if se else None
+    examinees = pd.DataFrame({"theta": theta, "theta_sd": theta_sd, "theta_low": low, "theta_high": high},
+                             index=pd.Index(design.examinees, name="examinee"))
+    for facet in responses.facet_names:
+        examinees[facet] = responses.examinee_facets[facet].reindex(examinees.index).to_numpy()
+    if groups is not None:
+        examinees["group"] = np.asarray(group_info.names)[group_info.index]
+    samples = None
+    if item_draws is not None:
+        samples = {**item_draws, "theta": theta_draws}
+    items = item_table(point, item_draws, spec, design)
+    params = {k: v for k, v in result.item_dict().items()}
+    params.update({k: np.asarray(v) for k, v in result.hyper.items()})
+    params["theta_raw"] = np.asarray(theta, dtype=np.float64)
+    params["population_mean"] = result.mean
+    params["population_log_sd"] = result.log_sd
+    stats = fit_statistics(params, spec, design, train_mask, test_mask, theta=theta)
+    n_free = result.layout.size
+    stats.update({
+        "method": "em", "model": spec.kind, "abilities": abilities, "loglik": result.loglik,
+        "conditional_loglik": stats["loglik"], "log_posterior": result.log_posterior,
+        "n_parameters": n_free, "aic": 2 * n_free - 2 * result.loglik,
+        "bic": float(n_free * np.log(max(design.n_examinees, 1)) - 2 * result.loglik),
+        "optimizer": result.info, "information": result.information, "heldout_fraction": float(test_mask.mean())
+        if test_mask is not None and test_mask.any() else 0.0,
+        "population": _population_table(result),
+        "anchors": [design.items[i] for i in sorted(fixed)],
+        "item_prior": _item_prior_summary(result, spec)})
+    return FitResult(spec=spec, design=design, method="em", responses=responses, params=params, items=items,
+                     examinees=examinees, facets=None, contrasts=None, fit_stats=stats, warnings=messages,
+                     samples=samples, laplace=None, diagnostics=None, chains=1, seed=seed)
+
+
+def _reported(items: kinds.ItemParams, spec: mdl.ModelSpec) -> dict[str, np.ndarray]:
+    out = {"a": np.broadcast_to(np.asarray(items.a, dtype=np.float64), np.shape(items.b)).copy(),
+           "b": np.asarray(items.b, dtype=np.float64)}
+    if spec.kind == "grm":
+        out["thresholds"] = np.asarray(items.thresholds, dtype=np.float64)
+    else:
+        out["c"] = np.asarray(items.c, dtype=np.float64)
+    return out
+
+
+def _item_draws(result: mg.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Reported-scale item draws: free parameters ~ N(estimate, covariance), anchors fixed."""
+    layout = result.layout
+    flat = np.asarray(mg_flatten(result), dtype=np.float64)
+    cov = result.covariance
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = vectors * np.sqrt(np.maximum(values, 0.0))
+    draws = flat + rng.standard_normal((n, len(flat))) @ root.T
+    rows = np.flatnonzero(layout.free_rows)
+    X = np.broadcast_to(result.X, (n,) + result.X.shape).copy()
+    X[:, rows] = draws[:, :len(rows) * layout.n_columns].reshape(n, len(rows), layout.n_columns)
+    return _reported(mdl.item_params(mg.from_matrix(X, result.columns), spec), spec)
+
+
+def mg_flatten(result: mg.MarginalResult) -> np.ndarray:
+    """The free parameters of a marginal result in :class:`irtexam.irt.marginal.Layout` order."""
+    return result.layout.flatten(result.X, result.mean, result.log_sd)
+
+
+def _wide_items(result: mg.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[str, np.ndarray]) -> list[int]:
+    """Items whose log a or d has a posterior sd above 2 (barely identified)."""
+    layout = result.layout
+    sd = np.sqrt(np.maximum(np.diag(result.covariance), 0.0))
+    rows = np.flatnonzero(layout.free_rows)
+    per_item = sd[:len(rows) * layout.n_columns].reshape(len(rows), layout.n_columns)
+    keep = [j for j, c in enumerate(result.columns) if c in ("a", "d", "b1")]
+    return [int(rows[r]) for r in np.flatnonzero((per_item[:, keep] > 2.0).any(axis=1))]
+
+
+def _population_table(result: mg.MarginalResult) -> dict[str, dict[str, Any]]:
+    """Each group's ability mean and sd, with standard errors where estimated."""
+    layout = result.layout
+    sd_of = {}
+    if result.covariance is not None:
+        se = np.sqrt(np.maximum(np.diag(result.covariance), 0.0))
+        offset = int(layout.free_rows.sum()) * layout.n_columns
+        for g in np.flatnonzero(layout.free_mean):
+            sd_of[("mean", g)] = float(se[offset]); offset += 1
+        for g in np.flatnonzero(layout.free_sd):
+            sd_of[("log_sd", g)] = float(se[offset]); offset += 1
+    out = {}
+    for g, name in enumerate(result.groups.names):
+        sd = float(np.exp(result.log_sd[g]))
+        out[name] = {"mean": float(result.mean[g]), "sd": sd,
+                     "mean_se": sd_of.get(("mean", g)), "sd_se": None if ("log_sd", g) not in sd_of
+                     else sd * sd_of[("log_sd", g)],
+                     "n_examinees": int((result.groups.index == g).sum()),
+                     "estimated": bool(layout.free_mean[g] or layout.free_sd[g])}
+    return out
+
+
+def _item_prior_summary(result: mg.MarginalResult, spec: mdl.ModelSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": spec.item_prior}
+    if spec.item_prior == "none":
+        return out
+    loc = mdl.item_prior_locations(spec, result.hyper)
+    if spec.has_discrimination:
+        out["a_median"] = float(np.exp(loc["a"]))
+    key = "b1" if spec.kind == "grm" else "d"
+    out[f"{key}_location"] = float(loc[key])
+    if spec.free_guessing:
+        alpha, beta = loc["c"]
+        out["c_mean"] = float(alpha / (alpha + beta))
+    return out

@@ -1,0 +1,253 @@
+"""The marginal estimator (Bock-Aitkin EM): published mirt results, hand-computed integrals,
+agreement between information estimates, recovery of known parameters, groups and anchors."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import irtexam
+from irtexam.errors import IrtexamError
+from irtexam.irt import kinds
+from irtexam.irt import marginal as mg
+from irtexam.irt import marginal_fit as mf
+from irtexam.irt import model as mdl
+from irtexam.irt.simulate import simulate
+from irtexam.responses import ResponseMatrix
+
+REFS = Path(__file__).resolve().parents[1] / "data" / "refs"
+
+# mirt 1.x, mirt(LSAT7 expanded, 1) (2PL, slope-intercept), and mirt(Science, 1) (graded); published in
+# mirt's documentation and the estimation issue
+LSAT7_A = np.array([0.988, 1.081, 1.706, 0.765, 0.736])
+LSAT7_D = np.array([1.856, 0.808, 1.804, 0.486, 1.855])
+LSAT7_LOGLIK = -2658.805
+SCIENCE_A = {"Comfort": 1.04, "Work": 1.23, "Future": 2.30, "Benefit": 1.10}
+SCIENCE_LOGLIK = -1608.87
+
+
+def lsat7() -> ResponseMatrix:
+    table = pd.read_csv(REFS / "lsat7_patterns.csv")
+    rows = np.repeat(table[[f"item{i}" for i in range(1, 6)]].to_numpy(), table["freq"].to_numpy(), axis=0)
+    return ResponseMatrix.from_wide(pd.DataFrame(rows, columns=[f"Item.{i}" for i in range(1, 6)]))
+
+
+def science() -> ResponseMatrix:
+    table = pd.read_csv(REFS / "science_392x4.csv").set_index("person")
+    return ResponseMatrix.from_wide(table - 1, graded=True)
+
+
+def quiet_fit(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return irtexam.fit(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- published results
+def test_lsat7_marginal_ml_equals_mirt():
+    fit = quiet_fit(lsat7(), model="2pl", item_prior="none")
+    assert fit.method == "em" and fit.fit_stats["abilities"] == "eap"
+    a = fit.items["a"].to_numpy()
+    d = -a * fit.items["b"].to_numpy()
+    assert np.abs(a - LSAT7_A).max() < 0.02
+    assert np.abs(d - LSAT7_D).max() < 0.02
+    assert abs(fit.fit_stats["loglik"] - LSAT7_LOGLIK) < 0.01
+    assert fit.fit_stats["n_parameters"] == 10
+    assert abs(fit.fit_stats["aic"] - (20 - 2 * LSAT7_LOGLIK)) < 0.05
+
+
+def test_lsat7_default_fit_intervals_contain_mirt_and_own_estimate():
+    fit = quiet_fit(lsat7(), model="2pl")  # method auto -> em, default (weak) item priors
+    assert fit.method == "em"
+    items = fit.items
+    inside = ((items["a_low"] <= LSAT7_A) & (LSAT7_A <= items["a_high"])).sum()
+    assert inside >= 4
+    for name in ("a", "b"):
+        assert ((items[f"{name}_low"] <= items[name]) & (items[name] <= items[f"{name}_high"])).all()
+
+
+def test_science_graded_marginal_ml_equals_mirt():
+    fit = quiet_fit(science(), model="grm", item_prior="none")
+    for item, value in SCIENCE_A.items():
+        assert abs(fit.items.loc[item, "a"] - value) < 0.02, item
+    assert abs(fit.fit_stats["loglik"] - SCIENCE_LOGLIK) < 0.01
+    default = quiet_fit(science(), model="grm")
+    inside = sum(default.items.loc[i, "a_low"] <= v <= default.items.loc[i, "a_high"] for i, v in SCIENCE_A.items())
+    assert inside >= 3
+    assert ((default.items["a_low"] <= default.items["a"]) & (default.items["a"] <= default.items["a_high"])).all()
+
+
+# ----------------------------------------------------------------------------- hand-computed values
+def test_marginal_loglik_equals_numerical_integral():
+    """log L = sum_m log int prod_i P(y_im | t) phi(t) dt, integrated by scipy's adaptive quadrature."""
+    from scipy import integrate, stats
+
+    y = np.array([[1, 0, 1, 1], [0, 0, 1, 1], [1, 1, 1, 0]], dtype=float)  # 3 items x 4 examinees
+    mask = np.ones_like(y, dtype=bool)
+    mask[2, 1] = False
+    a, b, c = np.array([0.8, 1.5, 1.1]), np.array([-0.5, 0.3, 1.0]), np.array([0.2, 0.1, 0.25])
+    spec = mdl.ModelSpec(kind="3pl", item_prior="none")
+    columns = mg.item_columns(spec, 1)
+    X = mg.to_matrix({"a": np.log(a), "d": -a * b, "c": np.log(c / (1 - c))}, columns)
+    expected = 0.0
+    for m in range(4):
+        def integrand(t: float) -> float:
+            p = c + (1 - c) / (1 + np.exp(-a * (t - b)))
+            like = np.where(y[:, m] == 1, p, 1 - p)[mask[:, m]].prod()
+            return like * stats.norm.pdf(t)
+        expected += np.log(integrate.quad(integrand, -10, 10, epsabs=1e-13)[0])
+    groups = mg.make_groups(None, 4)
+    layout = mg.Layout(free_rows=np.ones(3, bool), n_columns=3, free_mean=groups.free_mean, free_sd=groups.free_sd)
+    import jax
+    with jax.enable_x64(True):
+        import jax.numpy as jnp
+        value = mg.marginal_log_posterior(
+            layout.flatten(jnp.asarray(X), jnp.zeros(1), jnp.zeros(1)), jnp.asarray(X), jnp.zeros(1), jnp.zeros(1),
+            jnp.asarray(mg.one_hot_responses(y, mask, 2)), jnp.zeros(4, dtype=jnp.int32),
+            jnp.asarray(mg.quadrature()), {}, layout=layout, columns=columns, spec=spec)
+    assert abs(float(value) - expected) < 1e-6
+
+
+def test_posterior_quantiles_and_eap_by_hand():
+    nodes = np.array([-1.0, 0.0, 1.0])
+    w = np.array([[0.25, 0.5, 0.25], [0.0, 0.0, 1.0]])
+    mean, sd = mf.eap(w, nodes)
+    assert np.allclose(mean, [0.0, 1.0]) and np.allclose(sd, [np.sqrt(0.5), 0.0])
+    # piecewise-linear CDF: node 0's mass 0.5 spread over [-0.5, 0.5], so the median is 0 and the 0.5
+    # quantile of the second examinee's point mass lies in [0.5, 1.5] at 1.0
+    q = mf.posterior_quantiles(w, nodes, (0.5, 0.125))
+    assert np.allclose(q[:, 0], [0.0, 1.0])
+    assert np.isclose(q[0, 1], -1.0)
+
+
+def test_map_abilities_match_a_grid_search():
+    responses, truth = simulate(12, 6, model="2pl", seed=3)
+    spec = mdl.ModelSpec(kind="2pl")
+    columns = mg.item_columns(spec, 1)
+    X = mg.to_matrix({"a": np.log(truth["a"]), "d": -truth["a"] * truth["b"]}, columns)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    theta, sd = mf.map_abilities(X, columns, spec, y, mask, np.zeros(6), np.ones(6), np.zeros(6))
+    grid = np.linspace(-4, 4, 80001)
+    items = kinds.ItemParams(a=truth["a"], b=truth["b"], c=np.zeros(12))
+    for m in range(6):
+        ll = kinds.cell_loglik(np.broadcast_to(y[:, m], (len(grid), 12)), grid[:, None], kinds.ItemParams(
+            a=items.a[None], b=items.b[None], c=items.c[None])).sum(axis=1) - 0.5 * grid ** 2
+        assert abs(grid[np.argmax(ll)] - theta[m]) < 2e-4
+    assert (sd > 0).all()
+
+
+# ----------------------------------------------------------------------------- agreement
+def test_observed_and_crossproduct_information_agree():
+    responses, _ = simulate(20, 1500, model="2pl", seed=5)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind="2pl", item_prior="none")
+    exact = mg.em_estimate(spec, y, mask)
+    assert exact.information == "observed"
+    budget = mg.EXACT_HESSIAN_BUDGET
+    try:
+        mg.EXACT_HESSIAN_BUDGET = 0.0
+        cross = mg.em_estimate(spec, y, mask)
+    finally:
+        mg.EXACT_HESSIAN_BUDGET = budget
+    assert cross.information == "crossprod"
+    ratio = np.sqrt(np.diag(cross.covariance) / np.diag(exact.covariance))
+    assert 0.8 < np.median(ratio) < 1.2
+    assert np.abs(exact.X - cross.X).max() < 5e-3  # EM to tol without polish vs polished: same mode
+
+
+def test_em_mode_has_zero_gradient():
+    responses, _ = simulate(15, 800, model="3pl", seed=8)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind="3pl")
+    result = mg.em_estimate(spec, y, mask)
+    assert result.info["converged"] and result.info["newton_steps"] >= 1
+    import jax
+    import jax.numpy as jnp
+    with jax.enable_x64(True):
+        k = mg.kernels(result.columns, spec, result.layout)
+        args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
+                jnp.asarray(mg.one_hot_responses(y, mask, 2)), jnp.asarray(result.groups.index),
+                jnp.asarray(result.nodes), {kk: jnp.asarray(v) for kk, v in result.hyper.items()})
+        grad = k["gradient"](result.layout.flatten(*args[:3]), *args)
+        assert float(jnp.abs(grad).max()) < 1e-3
+
+
+# ----------------------------------------------------------------------------- recovery
+def test_recovery_on_the_sample_standardised_scale():
+    responses, truth = simulate(25, 3000, model="2pl", seed=11)
+    fit = quiet_fit(responses, model="2pl")
+    m, s = truth["theta"].mean(), truth["theta"].std()
+    a_true, b_true, t_true = truth["a"] * s, (truth["b"] - m) / s, (truth["theta"] - m) / s
+    items = fit.items.reindex(list(responses.items))
+    ratio = np.exp(np.mean(np.log(items["a"].to_numpy() / a_true)))
+    slope = np.polyfit(b_true, items["b"].to_numpy(), 1)[0]
+    assert abs(ratio - 1) < 0.05 and abs(slope - 1) < 0.05
+    cover_a = np.mean((items["a_low"] <= a_true) & (a_true <= items["a_high"]))
+    cover_b = np.mean((items["b_low"] <= b_true) & (b_true <= items["b_high"]))
+    ex = fit.examinees.reindex(list(responses.examinees))
+    cover_t = np.mean((ex["theta_low"] <= t_true) & (t_true <= ex["theta_high"]))
+    assert cover_a >= 0.72 and cover_b >= 0.72  # 25 items: binomial noise around 0.90
+    assert 0.85 <= cover_t <= 0.95
+
+
+# ----------------------------------------------------------------------------- groups and anchors
+def test_two_groups_recover_the_second_groups_mean_and_sd():
+    rng = np.random.default_rng(4)
+    n = 2500
+    theta = np.concatenate([rng.normal(0, 1, n), rng.normal(0.6, 1.3, n)])
+    a, b = np.exp(rng.normal(0, 0.3, 30)), rng.normal(0, 1, 30)
+    responses, _ = simulate(30, 2 * n, model="2pl", seed=4, a=a, b=b, theta=theta)
+    labels = ["ref"] * n + ["focal"] * n
+    fit = quiet_fit(responses, model="2pl", groups=labels)
+    focal = fit.fit_stats["population"]["focal"]
+    assert abs(focal["mean"] - 0.6) < 3 * focal["mean_se"] + 0.02
+    assert abs(focal["sd"] - 1.3) < 3 * focal["sd_se"] + 0.02
+    assert fit.fit_stats["population"]["ref"]["estimated"] is False
+    assert set(fit.examinees["group"]) == {"ref", "focal"}
+
+
+def test_fixed_items_stay_at_their_bank_values_and_place_the_group():
+    rng = np.random.default_rng(6)
+    a, b = np.exp(rng.normal(0, 0.3, 20)), rng.normal(0, 1, 20)
+    theta = rng.normal(0.5, 1.2, 4000)
+    responses, _ = simulate(20, 4000, model="2pl", seed=6, a=a, b=b, theta=theta)
+    bank = pd.DataFrame({"a": a[:8], "b": b[:8], "c": 0.0}, index=list(responses.items)[:8])
+    fit = quiet_fit(responses, model="2pl", fixed_items=bank)
+    held = fit.items.loc[bank.index]
+    assert np.allclose(held["a"], bank["a"]) and np.allclose(held["b"], bank["b"])
+    population = fit.fit_stats["population"]["all"]
+    assert abs(population["mean"] - 0.5) < 0.1 and abs(population["sd"] - 1.2) < 0.1
+    assert fit.fit_stats["anchors"] == list(bank.index)
+
+
+# ----------------------------------------------------------------------------- choices and errors
+def test_auto_picks_em_without_facets_and_the_joint_mode_refuses_flat_priors():
+    from irtexam.irt.fit import resolve_method
+
+    assert resolve_method("auto", None, 10) == "em"
+    assert resolve_method("auto", ["llm"], 10) == "nuts"
+    assert resolve_method("auto", ["llm"], 200) == "map"
+    responses, _ = simulate(10, 50, model="2pl", seed=1)
+    with pytest.raises(IrtexamError, match="needs method='em'"):
+        irtexam.fit(responses, model="2pl", method="map", item_prior="none")
+    with pytest.raises(IrtexamError, match="method='em'"):
+        irtexam.fit(responses, model="2pl", method="map", groups=["x"] * 50)
+
+
+def test_em_fit_saves_loads_and_feeds_the_consumers(tmp_path):
+    responses, _ = simulate(12, 300, model="3pl", seed=2)
+    fit = quiet_fit(responses, model="3pl", heldout=0.1)
+    assert "heldout_loglik" in fit.fit_stats
+    out = fit.save(tmp_path / "fit")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["method"] == "em" and {"loglik", "aic", "bic"} <= set(meta["fit_stats"])
+    again = irtexam.load_fit(out)
+    assert np.allclose(again.items["a"], fit.items["a"])
+    info = again.information(np.linspace(-3, 3, 7), draws=20)
+    assert info.shape == (20, 7, 12) and np.isfinite(info).all()
+    assert again.predictive_draws(10).shape == (10, 12, 300)
