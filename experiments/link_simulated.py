@@ -84,11 +84,14 @@ def form(rng: np.random.Generator, theta: np.ndarray, items: kinds.ItemParams, i
 
 
 def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drift: int, shift: float,
-                draws: int, methods: tuple[str, ...] = METHODS) -> list[dict]:
+                draws: int, methods: tuple[str, ...] = METHODS, n_unique_new: int | None = None,
+                target_new: float = 0.0) -> list[dict]:
     rng = np.random.default_rng(1000 + rep)
-    n_total = n_anchor + 2 * n_unique
+    n_unique_new = n_unique if n_unique_new is None else n_unique_new
+    n_total = n_anchor + n_unique + n_unique_new
     a = np.exp(rng.normal(0.2, 0.3, n_total))
     b = rng.normal(0.0, 1.0, n_total)
+    b[n_anchor + n_unique:] += target_new  # the new form's own items aimed at another ability range
     c = rng.uniform(0.05, 0.3, n_total)
     ids = [f"q{j}" for j in range(n_total)]
     anchors = ids[:n_anchor]
@@ -109,11 +112,14 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
         new_fit = irtexam.fit(new_rm, model="3pl", draws=draws, seed=rep)
     A_moment = theta_new.std() / theta_old.std()
     B_moment = (theta_new.mean() - theta_old.mean()) / theta_old.std()
+    # the truth: the groups' generating abilities (each marginal fit's scale is its group's N(0, 1))
+    A_true, B_true = A_moment, B_moment
+    # the former truth, made from the fits themselves (each fit linked to the generating items), for comparison
     A_o, B_o = linking_constants(kinds.from_table(old_fit.items), kinds.ItemParams(a[old_idx], b[old_idx],
                                                                                      c[old_idx]), "stocking-lord")
     A_n, B_n = linking_constants(kinds.from_table(new_fit.items), kinds.ItemParams(a[new_idx], b_new[new_idx],
                                                                                      c[new_idx]), "stocking-lord")
-    A_true, B_true = A_n / A_o, (B_n - B_o) / A_o
+    A_items, B_items = A_n / A_o, (B_n - B_o) / A_o
     clean = [x for x in anchors if x not in drifting]
     rows = []
     for method in methods:
@@ -125,8 +131,8 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
         drift = drift_table(new_fit, old_fit, anchors, tr["A"], tr["B"], n_draws=draws, seed=rep,
                             link_sd=(tr["A_sd"], tr["B_sd"]))
         flagged = set(drift.loc[drift["flag"], "item"])
-        rows.append({"rep": rep, "method": method, "A_true": A_true, "B_true": B_true, "A_moment": A_moment,
-                     "B_moment": B_moment, "mu": mu, "sigma": sigma, **{k: tr[k] for k in (
+        rows.append({"rep": rep, "method": method, "A_true": A_true, "B_true": B_true, "A_items": A_items,
+                     "B_items": B_items, "mu": mu, "sigma": sigma, **{k: tr[k] for k in (
                          "A", "B", "A_low", "A_high", "B_low", "B_high")},
                      **{k: tr.get(k, np.nan) for k in ("A_sd_estimation", "B_sd_estimation", "A_sd_anchors",
                                                        "B_sd_anchors")},
@@ -166,6 +172,8 @@ def main() -> None:
     parser.add_argument("--anchors", type=int, default=30)
     parser.add_argument("--unique", type=int, default=30)
     parser.add_argument("--examinees", type=int, default=500)
+    parser.add_argument("--unique-new", type=int, default=None, help="own items of the new form (default --unique)")
+    parser.add_argument("--target-new", type=float, default=0.0, help="shift of the new form's own items' b")
     parser.add_argument("--drifting", type=int, default=3)
     parser.add_argument("--shift", type=float, default=1.0)
     parser.add_argument("--draws", type=int, default=200)
@@ -182,7 +190,7 @@ def main() -> None:
     for rep in range(args.reps):
         try:
             rows.extend(replication(rep, args.anchors, args.unique, args.examinees, args.drifting, args.shift,
-                                    args.draws, tuple(args.methods.split(","))))
+                                    args.draws, tuple(args.methods.split(",")), args.unique_new, args.target_new))
         except Exception as exc:  # a failed calibration is counted and reported, not hidden
             failed.append(f"rep {rep}: {type(exc).__name__}: {exc}")
         print(f"[{rep + 1}/{args.reps}] {time.perf_counter() - started:.0f}s", flush=True)

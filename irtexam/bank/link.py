@@ -15,15 +15,16 @@ Separate calibration + transformation (anchors j = 1..J, new parameters transfor
 
 with x_q a grid on the old scale and w_q its N(0, 1) weights.
 
-Fixed-anchor calibration (``fixed``): the new responses are refitted by marginal maximum
-a posteriori EM with the anchors held at their old values, the new items' parameters
-free (same priors as :func:`irtexam.fit`) and the new group's ability distribution
-N(mu, sigma^2) free on the old scale; the implied (A, B) is Stocking-Lord of NEWFIT's own
-items onto the EM's (the same responses, only the scale differs; close to A = sigma, B = mu).
+Fixed-anchor calibration (``fixed``): the new responses are refitted by the marginal
+estimator (:func:`irtexam.fit` with ``method="em"`` and ``fixed_items``) with the anchors held
+at their old values, the new items' parameters free (same priors as NEWFIT) and the new group's
+ability distribution N(mu, sigma^2) free on the old scale; the implied (A, B) is Stocking-Lord of
+NEWFIT's own items onto these (the same responses, only the scale differs; A = sigma, B = mu when
+NEWFIT is itself a marginal fit).
 
-Concurrent calibration (``concurrent``): one fit of both response matrices (examinees
-kept apart as ``old:``/``new:``, the form a facet with a per-examinee residual, so each group
-has its own mean ability); the joint scale is mapped onto the old fit's by Stocking-Lord of
+Concurrent calibration (``concurrent``): one multiple-group marginal fit of both response
+matrices (examinees kept apart as ``old:``/``new:``, the old group N(0, 1), the new group its own
+mean and sd: :func:`irtexam.fit` with ``groups``); the joint scale is mapped onto the old fit's by Stocking-Lord of
 the joint fit's old-form items onto the old fit's (the same responses, only the scale differs),
 and the new fit onto that by Stocking-Lord of its items onto the joint new-form items.
 
@@ -377,141 +378,6 @@ def _interval(reps: np.ndarray) -> dict[str, float]:
             "A_sd": float(sd[0]), "B_sd": float(sd[1])}
 
 
-_OBJECTIVES: dict = {}
-
-
-def _float64(objective: Any, r: np.ndarray, n: np.ndarray) -> Any:
-    """scipy callback: the jitted objective evaluated in float64 (float32 stalls L-BFGS on large sums)."""
-    import jax
-    import jax.numpy as jnp
-
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        with jax.enable_x64(True):
-            value, grad = objective(jnp.asarray(x, dtype=jnp.float64), jnp.asarray(r, dtype=jnp.float64),
-                                    jnp.asarray(n, dtype=jnp.float64))
-            return float(value), np.asarray(grad, dtype=np.float64)
-    return fun
-
-
-def _m_step_objective(spec: Any, keys: tuple[str, ...], n_free: int, n_grid: int) -> Any:
-    """Jitted value-and-gradient of minus the expected complete-data log posterior of the free items (cached).
-
-    The parameter vector holds ``n_free`` values per item key, then one value per hyperparameter of the
-    item prior (:func:`irtexam.irt.model.hyper_names`; none for ``item_prior="fixed"``): the prior centres
-    are learned together with the free items, as in :func:`irtexam.fit`, with their hyperprior
-    (:func:`irtexam.irt.model.hyper_log_prior`).
-    """
-    key = (spec, keys, n_free, n_grid)
-    if key not in _OBJECTIVES:
-        import jax
-        import jax.numpy as jnp
-
-        from ..irt import model as mdl
-
-        grid = jnp.linspace(-6.0, 6.0, n_grid)
-        hyper_keys = mdl.hyper_names(spec)
-        offset = len(keys) * n_free
-
-        def f(x: Any, r: Any, n: Any) -> Any:
-            u = {k: x[i * n_free:(i + 1) * n_free] for i, k in enumerate(keys)}
-            hyper = {h: x[offset + i] for i, h in enumerate(hyper_keys)}
-            items = mdl.item_params(u, spec, n_free)
-            p = jnp.clip(kinds.prob_correct(grid, items), 1e-9, 1 - 1e-9).T              # (I_free, Q)
-            ll = (r * jnp.log(p) + (n - r) * jnp.log1p(-p)).sum()
-            prior = mdl.item_log_prior(u, spec, hyper).sum() + mdl.hyper_log_prior(hyper, spec)
-            return -(ll + prior)
-
-        _OBJECTIVES[key] = jax.jit(jax.value_and_grad(f))
-    return _OBJECTIVES[key]
-
-
-def fixed_anchor_em(responses: Any, spec: Any, fixed: kinds.ItemParams, fixed_rows: np.ndarray,
-                    init: kinds.ItemParams | None = None, max_iter: int = 300, tol: float = 1e-5,
-                    mu_sigma: tuple[float, float] = (0.0, 1.0), free_scale: bool = True) -> dict[str, Any]:
-    """Marginal MAP by EM with the items at ``fixed_rows`` held at ``fixed`` (old scale).
-
-    E-step: posterior of each examinee's ability on a quadrature grid under N(mu, sigma^2);
-    M-step: the free items' unconstrained parameters maximise the expected complete-data log
-    likelihood plus the fit's item priors (:func:`irtexam.irt.model.item_log_prior`), and
-    mu, sigma are the mean and sd of the posterior abilities (``free_scale=False`` keeps them at
-    ``mu_sigma``: with no fixed items this is plain marginal MAP calibration on the N(0, 1) scale).
-    Returns items, mu, sigma, iterations.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    from ..irt import model as mdl
-
-    values = np.asarray(responses.values, float)
-    mask = ~np.isnan(values)
-    y = np.where(mask, values, 0.0)
-    n_items = values.shape[0]
-    free_rows = np.setdiff1d(np.arange(n_items), fixed_rows)
-    grid = np.linspace(-6.0, 6.0, 81)
-    start = init if init is not None else kinds.ItemParams(np.ones(n_items), np.zeros(n_items),
-                                                           np.full(n_items, spec.fixed_c if not spec.free_guessing
-                                                                   else 1.0 / spec.n_choices))
-    a = np.array(start.a, float)
-    b = np.array(start.b, float)
-    c = np.array(start.c if start.c is not None else np.zeros(n_items), float)
-    if len(fixed_rows):
-        a[fixed_rows], b[fixed_rows] = fixed.a, fixed.b
-        c[fixed_rows] = fixed.c if fixed.c is not None else 0.0
-    mu, sigma = mu_sigma
-
-    def unconstrained(rows: np.ndarray) -> dict[str, np.ndarray]:
-        u = {"d": -a[rows] * b[rows]}
-        if spec.has_discrimination:
-            u["a"] = np.log(a[rows])
-        if spec.free_guessing:
-            cc = np.clip(c[rows], 1e-4, 1 - 1e-4)
-            u["c"] = np.log(cc) - np.log1p(-cc)
-        return u
-
-    x0 = unconstrained(free_rows)
-    keys = sorted(x0)
-    sizes = [len(free_rows)] * len(keys)
-
-    def unpack(flat: jax.Array) -> dict[str, jax.Array]:
-        return {k: flat[i * sizes[0]:(i + 1) * sizes[0]] for i, k in enumerate(keys)}
-
-    objective = _m_step_objective(spec, tuple(keys), len(free_rows), grid.size)
-    # learned prior centres (hierarchical item prior) start at the free items' own means
-    hyper_start = {"mu_d": float(np.mean(x0["d"])), "mu_b1": float(np.mean(x0["d"])),
-                   "mu_c": float(np.mean(x0["c"])) if "c" in x0 else 0.0}
-    hyper0 = np.array([hyper_start[h] for h in mdl.hyper_names(spec)], dtype=float)
-
-    flat = np.concatenate([x0[k] for k in keys] + [hyper0])
-    iterations = 0
-    hyper = dict(zip(mdl.hyper_names(spec), map(float, hyper0)))
-    for iterations in range(1, max_iter + 1):
-        p = np.clip(np.asarray(kinds.prob_correct(grid, kinds.ItemParams(a, b, c))), 1e-9, 1 - 1e-9)  # (Q, I)
-        loglik = (y * mask).T @ np.log(p).T + ((1 - y) * mask).T @ np.log1p(-p).T                     # (E, Q)
-        logpost = loglik - 0.5 * ((grid - mu) / sigma) ** 2
-        post = np.exp(logpost - logpost.max(axis=1, keepdims=True))
-        post /= post.sum(axis=1, keepdims=True)
-        mean = post @ grid
-        new_mu = float(mean.mean())
-        new_sigma = float(np.sqrt((post @ grid ** 2 - mean ** 2).mean() + ((mean - new_mu) ** 2).mean()))
-        r = (y * mask)[free_rows] @ post                                                             # (I_free, Q)
-        n = mask[free_rows].astype(float) @ post
-        res = optimize.minimize(_float64(objective, r, n), flat, jac=True, method="L-BFGS-B",
-                                options={"maxiter": 50, "ftol": 1e-12, "gtol": 1e-6})
-        if not free_scale:
-            new_mu, new_sigma = mu, sigma
-        change = max(float(np.abs(res.x - flat).max()), abs(new_mu - mu), abs(new_sigma - sigma))
-        flat, mu, sigma = res.x, new_mu, new_sigma
-        items = mdl.item_params({k: np.asarray(v) for k, v in unpack(jnp.asarray(flat)).items()}, spec,
-                                len(free_rows))
-        hyper = dict(zip(mdl.hyper_names(spec), map(float, flat[len(keys) * len(free_rows):])))
-        a[free_rows], b[free_rows] = np.asarray(items.a), np.asarray(items.b)
-        c[free_rows] = np.asarray(items.c)
-        if change < tol:
-            break
-    return {"items": kinds.ItemParams(a, b, c), "mu": mu, "sigma": sigma, "iterations": iterations,
-            "n_examinees": int(values.shape[1]), "hyper": hyper}
-
-
 def implied_link(new_items: kinds.ItemParams, linked_items: kinds.ItemParams) -> tuple[float, float]:
     """(A, B) implied by a calibration on the old scale: Stocking-Lord of NEWFIT's own estimates of the same
     items onto them (both fitted to the same responses, so only the scale differs)."""
@@ -559,6 +425,19 @@ def _normal_interval(A: float, B: float, sd: np.ndarray) -> dict[str, float]:
             "A_sd": float(sd[0]), "B_sd": float(sd[1])}
 
 
+def _fixed_item_fit(new: Any, responses: Any, anchors_table: pd.DataFrame, *, se: bool, seed: int,
+                    init: Any = None) -> Any:
+    """NEWFIT's responses recalibrated by marginal EM with the anchors held at ``anchors_table`` (old scale);
+    the new group's ability mean and sd are estimated on that scale (:func:`irtexam.fit`, ``fixed_items``)."""
+    import irtexam
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return irtexam.fit(responses, model=new.spec.kind, guessing=new.spec.guessing, n_choices=new.spec.n_choices,
+                           item_prior=new.spec.item_prior, method="em", fixed_items=anchors_table, se=se,
+                           seed=seed, init=init)
+
+
 def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: int = 0) -> tuple[dict, pd.DataFrame]:
     """Fixed-anchor calibration (module doc): transform dict and NEWFIT's items on the old scale.
 
@@ -568,32 +447,27 @@ def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: 
     """
     new_ids = list(map(str, new.items.index))
     old_ids = list(map(str, old.items.index))
-    rows = np.array([new_ids.index(x) for x in anchors])
     old_pos = np.array([old_ids.index(x) for x in anchors])
     rm = new.responses.subset(items=new_ids)
-    old_point = _sub(kinds.from_table(old.items), old_pos)
     own = kinds.from_table(new.items)
-    main = fixed_anchor_em(rm, new.spec, old_point, rows, init=own)
-    A, B = implied_link(own, main["items"])
+    columns = [c for c in ("a", "b", "c") if c in old.items]
+    main = _fixed_item_fit(new, rm, old.items.loc[anchors, columns], se=True, seed=seed)
+    A, B = implied_link(own, kinds.from_table(main.items))
     reps = []
     for d in _draw_params(old, old_pos, n_draws, seed) or []:
-        rep = fixed_anchor_em(rm, new.spec, d, rows, init=main["items"], mu_sigma=(main["mu"], main["sigma"]),
-                              max_iter=40, tol=1e-3)
-        reps.append(implied_link(own, rep["items"]))
+        table = pd.DataFrame({"a": np.asarray(d.a, float), "b": np.asarray(d.b, float),
+                              "c": np.asarray(d.c if d.c is not None else np.zeros(len(anchors)), float)},
+                             index=pd.Index(anchors, name="item"))
+        rep = _fixed_item_fit(new, rm, table, se=False, seed=seed, init=main)
+        reps.append(implied_link(own, kinds.from_table(rep.items)))
     spread_old = np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
     estimation = np.sqrt(spread_old ** 2 + _new_side_spread(new, old, anchors, 4 * n_draws, seed) ** 2)
     transform = _combined({"A": A, "B": B}, estimation, anchor_linking_error(new, old, anchors, 20 * n_draws, seed))
-    transform.update(em_iterations=main["iterations"], mu=main["mu"], sigma=main["sigma"], anchor_draws=len(reps))
-    # table: sds and intervals of the new fit mapped by (A, B), estimates replaced by the EM's; anchors: old rows
-    table = transformed_table(new.items, A, B)
-    est = main["items"]
-    for name, values in (("a", est.a), ("b", est.b), ("c", est.c)):
-        if name in table:
-            shift = np.asarray(values) - table[name].to_numpy(float)
-            table[name] = values
-            for suffix in ("_low", "_high"):
-                if name + suffix in table:
-                    table[name + suffix] = table[name + suffix] + shift
+    population = main.fit_stats["population"]["all"]
+    transform.update(em_iterations=main.fit_stats["optimizer"]["cycles"], mu=population["mean"],
+                     sigma=population["sd"], anchor_draws=len(reps))
+    # the items on the old scale: the fixed-item fit's own estimates and intervals; anchors: the old rows
+    table = main.items.reindex(new_ids).copy()
     old_rows = old.items.loc[anchors]
     for col in table.columns:
         if col in old_rows:
@@ -631,10 +505,11 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     joint_rm = ResponseMatrix.from_long(pd.concat([long(old, "old:"), long(new, "new:")], ignore_index=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # the form is a facet: each group gets its own mean ability (a single N(0, 1) population
-        # would pull the two groups' means together and bias B)
+        # multiple-group marginal calibration: the old group N(0, 1), the new group its own mean and sd
+        # (one population for both would pull the groups together and bias A and B)
         joint = irtexam.fit(joint_rm, model=old.spec.kind, guessing=old.spec.guessing, seed=seed,
-                            draws=max(n_draws, 20), facets=["linking_form"], residual=True)
+                            n_choices=old.spec.n_choices, item_prior=old.spec.item_prior,
+                            draws=max(n_draws, 20), method="em", groups="linking_form", reference_group="old")
     ids = list(map(str, joint.items.index))
     old_pos = np.array([ids.index(i) for i in map(str, old.items.index)])
     new_pos = np.array([ids.index(joint_id(i)) for i in map(str, new.items.index)])

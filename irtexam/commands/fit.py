@@ -1,4 +1,4 @@
-"""`irtexam fit RESPONSES --model 3pl [--facets llm,retriever,icl] [--method auto|map|nuts] --out DIR`."""
+"""`irtexam fit RESPONSES --model 3pl [--facets llm,retriever,icl] [--method auto|em|map|nuts] --out DIR`."""
 
 from __future__ import annotations
 
@@ -17,18 +17,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--facets", default=None,
                         help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                              "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
-    parser.add_argument("--method", default="auto", choices=["auto", "map", "nuts"],
-                        help="auto (default): NUTS for a hierarchical fit (--facets) of fewer than 50 items, where "
-                             "the MAP fit's facet intervals under-cover (README, Uncertainty), MAP otherwise")
+    parser.add_argument("--method", default="auto", choices=["auto", "em", "map", "nuts"],
+                        help="auto (default): the marginal estimator (em) without --facets; with facets NUTS below "
+                             "50 items, where the joint mode's facet intervals under-cover, the joint mode (map) "
+                             "otherwise. em: item parameters by marginal likelihood (Bock-Aitkin EM, abilities "
+                             "integrated out), abilities afterwards by EAP (or --abilities map)")
+    parser.add_argument("--abilities", default="eap", choices=["eap", "map"],
+                        help="how an em fit estimates abilities given the items (default eap)")
+    parser.add_argument("--groups", default=None, metavar="COLUMN",
+                        help="em only: an examinee column whose groups get their own ability mean and sd "
+                             "(the first group seen is N(0, 1))")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guessing", type=float, default=None, metavar="FIXED",
                         help="fix the guessing parameter c for every item (e.g. 0.25)")
     parser.add_argument("--n-choices", type=int, default=4, help="answer choices per item (prior mean of c = 1/n)")
     parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
     parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
-    parser.add_argument("--item-prior", default="hierarchical", choices=["hierarchical", "fixed"],
-                        help="hierarchical (default): the centres of the priors on log a, d and c are learned "
-                             "from the exam; fixed: centred on a = 1, d = 0, c = 1/n-choices")
+    parser.add_argument("--item-prior", default="hierarchical", choices=["hierarchical", "fixed", "none"],
+                        help="hierarchical (default): the centres of the priors on d and c are learned from the "
+                             "exam (log a stays centred on 0); fixed: centred on a = 1, d = 0, c = 1/n-choices; "
+                             "none: flat priors, pure marginal maximum likelihood as mirt (--method em only)")
     parser.add_argument("--heldout", type=float, default=0.0,
                         help="fraction of observed cells to hold out and score (e.g. 0.1)")
     parser.add_argument("--chains", type=int, default=4)
@@ -50,8 +58,15 @@ def format_summary(result) -> str:
     stats = result.fit_stats
     lines = [f"{result.spec.kind.upper()} fit by {result.method.upper()}: {result.design.n_items} items x "
              f"{result.design.n_examinees} examinees ({stats['n_observed']} responses)",
-             f"  log-likelihood {stats['loglik']:.1f}; RMSE {stats['rmse']:.4f} vs mean baseline "
+             f"  {'marginal ' if result.method == 'em' else ''}log-likelihood {stats['loglik']:.3f}; RMSE {stats['rmse']:.4f} vs mean baseline "
              f"{stats['rmse_baseline']:.4f}"]
+    if result.method == "em":
+        lines.append(f"  marginal estimation (EM, {stats['optimizer']['cycles']} cycles): AIC {stats['aic']:.1f}, "
+                     f"BIC {stats['bic']:.1f}, {stats['n_parameters']} parameters; abilities by "
+                     f"{stats['abilities'].upper()}; information: {stats['information'] or 'none'}")
+        for name, group in (stats.get("population") or {}).items():
+            if group["estimated"]:
+                lines.append(f"  group {name}: ability mean {group['mean']:+.3f}, sd {group['sd']:.3f}")
     if "heldout_loglik" in stats:
         base = stats.get("heldout_loglik_baseline")
         lines.append(f"  held-out log-likelihood per cell {stats['heldout_loglik']:.4f}"
@@ -110,11 +125,14 @@ def run(args: argparse.Namespace) -> int:
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)
+    elif args.method == "auto" and method == "em":
+        print("method: marginal EM (auto: no facets; --method map forces the joint mode)", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = fit(responses, model=args.model, facets=facets, method=method, seed=args.seed,
                      guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
                      residual=args.residual, item_prior=args.item_prior, heldout=args.heldout,
+                     abilities=args.abilities, groups=args.groups,
                      chains=args.chains, warmup=args.warmup,
                      samples=args.samples, target_accept=args.target_accept, progress=method == "nuts")
     out = result.save(args.out)
