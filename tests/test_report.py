@@ -103,7 +103,7 @@ def fitdir(tmp_path_factory):
     rm, _ = irtexam.simulate(25, None, model="3pl", seed=2, facets={"llm": 3, "retriever": 4})
     qs = pd.DataFrame({"question": [QUESTIONS[k % len(QUESTIONS)] + f" (v{k})" for k in range(rm.n_items)]},
                       index=list(rm.items))
-    res = irtexam.fit(rm.with_item_meta(qs), model="3pl", facets=["llm", "retriever"], heldout=0.1)
+    res = irtexam.fit(rm.with_item_meta(qs), model="3pl", facets=["llm", "retriever"], heldout=0.1, method="map")
     d = tmp_path_factory.mktemp("fit")
     res.save(d / "fit")
     return d / "fit"

@@ -107,8 +107,8 @@ def test_no_separating_item_is_reported_and_small_faceted_map_fits_recommend_nut
     assert responses.separating_items() and not any("no item separates" in m for m in responses.warnings())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        small = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=50)
-        plain = irtexam.fit(responses, model="2pl", draws=50)
+        small = irtexam.fit(responses, model="2pl", facets="llm,icl", draws=50, method="map")
+        plain = irtexam.fit(responses, model="2pl", draws=50, method="map")
     assert any("--method nuts" in m and "12 items" in m for m in small.warnings)
     assert not any("facet intervals are too narrow" in m for m in plain.warnings)  # no facets: no facet intervals
 

@@ -460,7 +460,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     facet_table, contrasts = facet_tables(point, posterior, spec, design)
 
     stats = fit_statistics(params, spec, design, train_mask, test_mask if heldout > 0 else None)
-    stats.update({"method": method, "model": spec.kind, "optimizer": opt_info, **({"sampler": sampler_info}
+    stats.update({"method": method, "model": spec.kind, "abilities": "joint", "optimizer": opt_info, **({"sampler": sampler_info}
                                                                                    if sampler_info else {}),
                   "laplace": cov.mode if cov is not None else None, "heldout_fraction": heldout,
                   "item_prior": learned_item_prior(params, spec)})
