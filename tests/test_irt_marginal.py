@@ -15,6 +15,7 @@ import irtexam
 from irtexam.errors import IrtexamError
 from irtexam.irt import kinds
 from irtexam.irt import marginal as mg
+from irtexam.irt import marginal_em as em
 from irtexam.irt import marginal_fit as mf
 from irtexam.irt import model as mdl
 from irtexam.irt.simulate import simulate
@@ -108,7 +109,7 @@ def test_marginal_loglik_equals_numerical_integral():
         import jax.numpy as jnp
         value = mg.marginal_log_posterior(
             layout.flatten(jnp.asarray(X), jnp.zeros(1), jnp.zeros(1)), jnp.asarray(X), jnp.zeros(1), jnp.zeros(1),
-            jnp.asarray(mg.one_hot_responses(y, mask, 2)), jnp.zeros(4, dtype=jnp.int32),
+            jnp.asarray(em.one_hot_responses(y, mask, 2)), jnp.zeros(4, dtype=jnp.int32),
             jnp.asarray(mg.quadrature()), {}, layout=layout, columns=columns, spec=spec)
     assert abs(float(value) - expected) < 1e-6
 
@@ -146,14 +147,14 @@ def test_observed_and_crossproduct_information_agree():
     responses, _ = simulate(20, 1500, model="2pl", seed=5)
     y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
     spec = mdl.ModelSpec(kind="2pl", item_prior="none")
-    exact = mg.em_estimate(spec, y, mask)
+    exact = em.em_estimate(spec, y, mask)
     assert exact.information == "observed"
-    budget = mg.EXACT_HESSIAN_BUDGET
+    budget = em.EXACT_HESSIAN_BUDGET
     try:
-        mg.EXACT_HESSIAN_BUDGET = 0.0
-        cross = mg.em_estimate(spec, y, mask)
+        em.EXACT_HESSIAN_BUDGET = 0.0
+        cross = em.em_estimate(spec, y, mask)
     finally:
-        mg.EXACT_HESSIAN_BUDGET = budget
+        em.EXACT_HESSIAN_BUDGET = budget
     assert cross.information == "crossprod"
     ratio = np.sqrt(np.diag(cross.covariance) / np.diag(exact.covariance))
     assert 0.8 < np.median(ratio) < 1.2
@@ -164,14 +165,14 @@ def test_em_mode_has_zero_gradient():
     responses, _ = simulate(15, 800, model="3pl", seed=8)
     y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
     spec = mdl.ModelSpec(kind="3pl")
-    result = mg.em_estimate(spec, y, mask)
+    result = em.em_estimate(spec, y, mask)
     assert result.info["converged"] and result.info["newton_steps"] >= 1
     import jax
     import jax.numpy as jnp
     with jax.enable_x64(True):
-        k = mg.kernels(result.columns, spec, result.layout)
+        k = em.kernels(result.columns, spec, result.layout)
         args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
-                jnp.asarray(mg.one_hot_responses(y, mask, 2)), jnp.asarray(result.groups.index),
+                jnp.asarray(em.one_hot_responses(y, mask, 2)), jnp.asarray(result.groups.index),
                 jnp.asarray(result.nodes), {kk: jnp.asarray(v) for kk, v in result.hyper.items()})
         grad = k["gradient"](result.layout.flatten(*args[:3]), *args)
         assert float(jnp.abs(grad).max()) < 1e-3

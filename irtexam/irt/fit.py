@@ -477,22 +477,9 @@ _REPORTED = ("a", "b", "c", "thresholds", "theta", "sigma_resid")
 
 
 def learned_item_prior(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec) -> dict[str, Any]:
-    """The centres of the item priors a fit used, on the reported scale.
-
-    ``a_median`` = exp(log_a_loc) (the prior median of a, fixed), ``d_location`` = mu_d (GRM: ``b1_location``
-    = mu_b1), ``c_mean`` = sigmoid(mu_c) (the prior mean of c); learned ("hierarchical") or fixed.
-    """
-    hyper = {k: float(np.asarray(params[k])) for k in mdl.HYPER_KEYS if k in params}
-    loc = mdl.item_prior_locations(spec, hyper)
-    out: dict[str, Any] = {"kind": spec.item_prior}
-    if spec.has_discrimination:
-        out["a_median"] = float(np.exp(loc["a"]))
-    key = "b1" if spec.kind == "grm" else "d"
-    out[f"{key}_location"] = float(loc[key])
-    if spec.free_guessing:
-        alpha, beta = loc["c"]
-        out["c_mean"] = float(alpha / (alpha + beta))
-    return out
+    """The centres of the item priors a fit used (:func:`irtexam.irt.model.item_prior_summary`), learned
+    ("hierarchical") or fixed, from the hyperparameters in ``params``."""
+    return mdl.item_prior_summary(spec, {k: params[k] for k in mdl.HYPER_KEYS if k in params})
 
 
 def _reported(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design) -> dict[str, np.ndarray]:

@@ -26,6 +26,7 @@ from ..errors import IrtexamError
 from ..responses import ResponseMatrix
 from . import kinds
 from . import marginal as mg
+from . import marginal_em as em
 from . import model as mdl
 from .result import LOW_Q, HIGH_Q, FitResult, item_table
 from .stats import fit_statistics
@@ -158,7 +159,7 @@ def start_matrix(init: Any, spec: mdl.ModelSpec, design: mdl.Design, columns: Se
         previous = mg.to_matrix(init.params, columns)
     except (KeyError, IndexError, ValueError):
         return None
-    start = mg.start_values(spec, design.y, design.mask, columns, design.max_score)
+    start = em.start_values(spec, design.y, design.mask, columns, design.max_score)
     position = {item: i for i, item in enumerate(init.design.items)}
     for i, item in enumerate(design.items):
         if item in position:
@@ -179,7 +180,7 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
     columns = mg.item_columns(spec, design.max_score)
     fixed = anchor_rows(fixed_items, spec, design, columns)
     group_info = resolve_groups(responses, groups, spec, anchored=bool(fixed), reference=reference_group)
-    result = mg.em_estimate(spec, design.y, train_mask, max_score=design.max_score, groups=group_info, fixed=fixed,
+    result = em.em_estimate(spec, design.y, train_mask, max_score=design.max_score, groups=group_info, fixed=fixed,
                             start=start_matrix(init, spec, design, columns), tol=tol, max_cycles=max_cycles, se=se)
     messages: list[str] = []
     if not result.info["converged"]:
@@ -233,7 +234,7 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
         if test_mask is not None and test_mask.any() else 0.0,
         "population": _population_table(result),
         "anchors": [design.items[i] for i in sorted(fixed)],
-        "item_prior": _item_prior_summary(result, spec)})
+        "item_prior": mdl.item_prior_summary(spec, result.hyper)})
     return FitResult(spec=spec, design=design, method="em", responses=responses, params=params, items=items,
                      examinees=examinees, facets=None, contrasts=None, fit_stats=stats, warnings=messages,
                      samples=samples, laplace=None, diagnostics=None, chains=1, seed=seed)
@@ -249,7 +250,7 @@ def _reported(items: kinds.ItemParams, spec: mdl.ModelSpec) -> dict[str, np.ndar
     return out
 
 
-def _item_draws(result: mg.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _item_draws(result: em.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Reported-scale item draws: free parameters ~ N(estimate, covariance), anchors fixed."""
     layout = result.layout
     flat = np.asarray(mg_flatten(result), dtype=np.float64)
@@ -263,12 +264,12 @@ def _item_draws(result: mg.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.
     return _reported(mdl.item_params(mg.from_matrix(X, result.columns), spec), spec)
 
 
-def mg_flatten(result: mg.MarginalResult) -> np.ndarray:
+def mg_flatten(result: em.MarginalResult) -> np.ndarray:
     """The free parameters of a marginal result in :class:`irtexam.irt.marginal.Layout` order."""
     return result.layout.flatten(result.X, result.mean, result.log_sd)
 
 
-def _wide_items(result: mg.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[str, np.ndarray]) -> list[int]:
+def _wide_items(result: em.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[str, np.ndarray]) -> list[int]:
     """Items whose log a or d has a posterior sd above 2 (barely identified)."""
     layout = result.layout
     sd = np.sqrt(np.maximum(np.diag(result.covariance), 0.0))
@@ -278,7 +279,7 @@ def _wide_items(result: mg.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[s
     return [int(rows[r]) for r in np.flatnonzero((per_item[:, keep] > 2.0).any(axis=1))]
 
 
-def _population_table(result: mg.MarginalResult) -> dict[str, dict[str, Any]]:
+def _population_table(result: em.MarginalResult) -> dict[str, dict[str, Any]]:
     """Each group's ability mean and sd, with standard errors where estimated."""
     layout = result.layout
     sd_of = {}
@@ -297,19 +298,4 @@ def _population_table(result: mg.MarginalResult) -> dict[str, dict[str, Any]]:
                      else sd * sd_of[("log_sd", g)],
                      "n_examinees": int((result.groups.index == g).sum()),
                      "estimated": bool(layout.free_mean[g] or layout.free_sd[g])}
-    return out
-
-
-def _item_prior_summary(result: mg.MarginalResult, spec: mdl.ModelSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": spec.item_prior}
-    if spec.item_prior == "none":
-        return out
-    loc = mdl.item_prior_locations(spec, result.hyper)
-    if spec.has_discrimination:
-        out["a_median"] = float(np.exp(loc["a"]))
-    key = "b1" if spec.kind == "grm" else "d"
-    out[f"{key}_location"] = float(loc[key])
-    if spec.free_guessing:
-        alpha, beta = loc["c"]
-        out["c_mean"] = float(alpha / (alpha + beta))
     return out

@@ -485,6 +485,24 @@ def item_prior_locations(spec: ModelSpec, hyper: Mapping[str, Any] | None = None
     return locations
 
 
+def item_prior_summary(spec: ModelSpec, hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The centres of the item priors a fit used, on the reported scale: ``a_median`` = exp(log_a_loc),
+    ``d_location`` = mu_d (GRM: ``b1_location``), ``c_mean`` = sigmoid(mu_c) (the prior mean of c); only
+    ``kind`` for flat priors ("none")."""
+    out: dict[str, Any] = {"kind": spec.item_prior}
+    if spec.item_prior == "none":
+        return out
+    loc = item_prior_locations(spec, {k: float(np.asarray(v)) for k, v in (hyper or {}).items()})
+    if spec.has_discrimination:
+        out["a_median"] = float(np.exp(loc["a"]))
+    key = "b1" if spec.kind == "grm" else "d"
+    out[f"{key}_location"] = float(loc[key])
+    if spec.free_guessing:
+        alpha, beta = loc["c"]
+        out["c_mean"] = float(alpha / (alpha + beta))
+    return out
+
+
 def item_log_prior(items: Mapping[str, Any], spec: ModelSpec, hyper: Mapping[str, Any] | None = None) -> Any:
     """Log prior density of each item's unconstrained parameters (Jacobians included), shape (..., I).
 
