@@ -33,10 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-choices", type=int, default=4, help="answer choices per item (prior mean of c = 1/n)")
     parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
     parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
-    parser.add_argument("--item-prior", default="hierarchical", choices=["hierarchical", "fixed", "none"],
-                        help="hierarchical (default): the centres of the priors on d and c are learned from the "
-                             "exam (log a stays centred on 0); fixed: centred on a = 1, d = 0, c = 1/n-choices; "
-                             "none: flat priors, pure marginal maximum likelihood as mirt (--method em only)")
+    parser.add_argument("--item-prior", default=None, choices=["hierarchical", "fixed", "none"],
+                        help="hierarchical: the centres of the priors on d and c are learned from the exam (log a "
+                             "stays centred on 0; the default of map and nuts); fixed: centred on a = 1, d = 0, "
+                             "c = 1/n-choices (the default of em); none: flat priors, pure marginal maximum "
+                             "likelihood as mirt (--method em only)")
     parser.add_argument("--heldout", type=float, default=0.0,
                         help="fraction of observed cells to hold out and score (e.g. 0.1)")
     parser.add_argument("--chains", type=int, default=4)

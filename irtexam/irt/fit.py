@@ -319,12 +319,22 @@ def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> s
     return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
 
 
+def default_item_prior(method: str) -> str:
+    """The item prior each estimator uses unless told otherwise: "hierarchical" (learned centres of the
+    priors on d and c) for the joint mode and NUTS, "fixed" (centred on d = 0, c = 1 / n_choices) for the
+    marginal estimator. Learned centres are found as a joint mode with the item parameters; in the
+    marginal estimator they compound the small-sample upward bias of weakly identified guessing
+    parameters (simulated 3PL, 150 items x 800, true mean c 0.25: the learned centre went to 0.295,
+    c +0.043, a x1.067, b slope 0.938; fixed centres: c +0.013, a x1.023, b slope 0.958)."""
+    return "fixed" if method == "em" else "hierarchical"
+
+
 def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequence[str] | str | None = None,
         method: str = "auto", seed: int = 0, *, guessing: float | None = None, n_choices: int = 4,
         identify: str = "sum-to-zero", residual: bool = False, init: FitResult | Mapping | None = None,
         heldout: float = 0.0, se: bool | str = True, chains: int = 4, warmup: int = 500, samples: int = 500,
         target_accept: float = 0.9, progress: bool = False, max_iter: int = 5000, draws: int = 500,
-        correct_draws: bool = True, item_prior: str = "hierarchical", spec: mdl.ModelSpec | None = None,
+        correct_draws: bool = True, item_prior: str | None = None, spec: mdl.ModelSpec | None = None,
         abilities: str = "eap", groups: Any = None, reference_group: Any = None,
         fixed_items: pd.DataFrame | None = None, tol: float = 1e-4) -> FitResult:
     """Fit an IRT model to a response matrix.
@@ -369,6 +379,8 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         item_prior: "hierarchical" (the centres of the priors on d and c are learned from the exam,
             log a stays centred on 0; see :class:`irtexam.irt.model.ModelSpec`), "fixed" (centred
             on d = 0, c = 1 / n_choices) or "none" (flat: marginal maximum likelihood, as mirt; "em" only).
+            Default (None): :func:`default_item_prior` of the method: "fixed" for "em", "hierarchical"
+            for "map" and "nuts".
         abilities: "eap" (default) or "map": how an "em" fit estimates abilities given the items.
         groups: "em" only: examinee groups with their own ability mean and sd (a facet column name, one
             label per examinee, or a mapping examinee -> label); the first group (or ``reference_group``)
@@ -390,6 +402,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items)
     if method != "em" and (groups is not None or fixed_items is not None):
         raise IrtexamError("groups and fixed_items need the marginal estimator: method='em' (CLI: --method em)")
+    item_prior = default_item_prior(method) if item_prior is None else item_prior
     if method != "em" and (spec.item_prior if spec is not None else item_prior) == "none":
         raise IrtexamError("item_prior='none' (marginal maximum likelihood) needs method='em'; the joint mode "
                            "and NUTS need proper item priors")
