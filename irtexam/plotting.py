@@ -32,7 +32,7 @@ def _grid(theta) -> np.ndarray:
 
 
 REDUCE_LABELS = {"mean": r"mean item information $\bar I(\theta)$",
-                 "sum": r"test information $\sum_i I_i(\theta)$"}
+                 "sum": r"test information $I(\theta)$, sum over items"}
 
 
 def information_label(reduce: str) -> str:
