@@ -1,6 +1,7 @@
 """Job 1: fit an ability model from a script and compare the pipelines' components.
 
     python examples/fit_abilities.py [--responses data/real_run/responses.csv.gz] [--figures figures/examples]
+        [--out runs/examples/fit]
 
 Reads a long response table (one row per item x pipeline answer, with the facet
 columns llm, retriever, icl), fits a hierarchical 3PL in which each pipeline's
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="long response table (CSV/parquet/JSONL)")
     parser.add_argument("--model", default="3pl", help="1pl, 2pl or 3pl (default 3pl)")
     parser.add_argument("--figures", default="figures/examples", help="folder for the figure")
-    parser.add_argument("--out", default=None, help="folder for the fit (default: FIGURES/fit)")
+    parser.add_argument("--out", default="runs/examples/fit", help="folder for the fit (default runs/examples/fit)")
     args = parser.parse_args(argv)
 
     responses = pd.read_csv(args.responses)  # a DataFrame works as well as a path or a ResponseMatrix
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     figures = Path(args.figures)
     figures.mkdir(parents=True, exist_ok=True)
-    out = Path(args.out) if args.out else figures / "fit"
+    out = Path(args.out)
     fit.save(out, idata=False)
     print(f"\nwrote {out} ({fit.saved_size(out)['total'] / 1e6:.1f} MB)")
     if fit.facets is not None:

@@ -1,12 +1,12 @@
 """Job 3: prune the least discriminative questions and write the exam's next version.
 
     python examples/prune_exam.py [--responses data/real_run/responses.csv.gz]
-        [--exam data/real_run/exam.jsonl] [--drop 0.1] [--steps 2] [--figures figures/examples]
+        [--exam data/real_run/exam.jsonl] [--drop 0.1] [--steps 2] [--figures figures/examples] [--out runs/examples]
 
 Items every pipeline answered alike carry no information and go first; then each
 round drops the ``--drop`` fraction of the remaining items with the lowest
 discrimination and refits the same hierarchical 3PL. Writes the kept questions,
-in the exam's order, to FIGURES/exam_pruned.jsonl and draws the exam information
+in the exam's order, to OUT/exam_pruned.jsonl and draws the exam information
 of each round.
 """
 
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exam", default=str(HERE / "data/real_run/exam.jsonl"))
     parser.add_argument("--drop", type=float, default=0.1, help="fraction of the remaining items per round")
     parser.add_argument("--steps", type=int, default=2, help="number of drop rounds")
-    parser.add_argument("--figures", default="figures/examples", help="folder for the figure and the exam")
+    parser.add_argument("--figures", default="figures/examples", help="folder for the figure")
+    parser.add_argument("--out", default="runs/examples", help="folder for the pruned exam")
     args = parser.parse_args(argv)
 
     matrix = irtexam.ResponseMatrix.read(args.responses)
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     figures = Path(args.figures)
     figures.mkdir(parents=True, exist_ok=True)
-    path = result.write_exam(args.exam, figures / "exam_pruned.jsonl")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = result.write_exam(args.exam, Path(args.out) / "exam_pruned.jsonl")
     print(f"wrote {path}: {len(result.kept_items)} questions")
     n_items = dict(zip(result.steps["step"], result.steps["n_items"]))
     ax = plotting.plot_pruning(result.curves, n_items=n_items)

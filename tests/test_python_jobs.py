@@ -287,14 +287,17 @@ def test_the_three_example_scripts_run_and_draw(tmp_path, capsys):
     figures = tmp_path / "figures"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert _run_example("fit_abilities", data + ["--model", "2pl", "--figures", str(figures)]) == 0
+        assert _run_example("fit_abilities", data + ["--model", "2pl", "--figures", str(figures),
+                                                            "--out", str(tmp_path / "fit")]) == 0
         assert _run_example("information_curves", data + exam + ["--figures", str(figures)]) == 0
-        assert _run_example("prune_exam", data + exam + ["--steps", "1", "--figures", str(figures)]) == 0
+        assert _run_example("prune_exam", data + exam + ["--steps", "1", "--figures", str(figures),
+                                                                 "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for png in ("facet_abilities", "item_information", "exam_information", "information_by_bloom", "pruning"):
         data_bytes = (figures / f"{png}.png").read_bytes()
         assert data_bytes[:4] == b"\x89PNG" and len(data_bytes) > 10_000, png
     assert "FitResult: 2PL" in printed and "without information removed first" in printed
-    kept = [json.loads(line)["id"] for line in (figures / "exam_pruned.jsonl").read_text().splitlines()]
+    kept = [json.loads(line)["id"] for line in (tmp_path / "exam_pruned.jsonl").read_text().splitlines()]
     rm = ResponseMatrix.read(ROOT / "data/responses/responses.csv.gz")
     assert kept and set(kept) <= set(rm.separating_items())
+    assert (tmp_path / "fit" / "items.csv").exists() and not (tmp_path / "fit" / "fit.nc").exists()
