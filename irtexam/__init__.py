@@ -3,6 +3,10 @@
 The statistics core (ResponseMatrix, fit, simulate, information, pruning, plots)
 imports neither torch nor transformers; the LLM stack is in ``irtexam[llm]``.
 Heavy submodules are imported lazily on first attribute access.
+
+Every call that takes responses (``fit``, ``prune``) takes a ResponseMatrix, a path to
+a long table, or a pandas DataFrame, wide (rows examinees, columns items) or long
+(item, examinee, response + facet columns): see :meth:`ResponseMatrix.coerce`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ _LAZY = {
     "ExamItem": ("irtexam.exam.schema", "ExamItem"),
     "read_exam": ("irtexam.exam.schema", "read_exam"),
     "write_exam": ("irtexam.exam.schema", "write_exam"),
+    "categorize": ("irtexam.analysis.categories", "categorize"),
+    "exam_table": ("irtexam.analysis.categories", "exam_table"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

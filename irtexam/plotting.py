@@ -31,6 +31,23 @@ def _grid(theta) -> np.ndarray:
     return inf.theta_grid() if theta is None else np.asarray(theta, dtype=float)
 
 
+REDUCE_LABELS = {"mean": r"mean item information $\bar I(\theta)$",
+                 "sum": r"test information $I(\theta)$, sum over items"}
+
+
+def information_label(reduce: str) -> str:
+    """The y-axis label for exam information aggregated by ``reduce`` ("mean" or "sum")."""
+    if reduce not in REDUCE_LABELS:
+        raise ValueError(f"reduce must be 'mean' or 'sum', not {reduce!r}")
+    return REDUCE_LABELS[reduce]
+
+
+def _title(ax, title: str, detail: str | None = None):
+    """A title that stays inside the figure: the detail goes on a second, smaller line."""
+    ax.set_title(title if not detail else f"{title}\n{detail}", fontsize=11 if not detail else 10)
+    return ax
+
+
 def ability_crosses(ax, abilities: Mapping[str, float] | pd.Series | Sequence[float] | None,
                     color: str = "black"):
     """Mark examinee abilities as crosses on the x axis of ``ax``; returns ``ax``."""
@@ -85,15 +102,15 @@ def plot_icc(items: pd.DataFrame, theta=None, ax=None, abilities=None, max_items
     p = np.asarray(kinds.prob_correct(grid, kinds.from_table(shown)))  # GRM: P(any credit)
     for j, item in enumerate(shown.index):
         ax.plot(grid, p[:, j], lw=1.6 if item in hl else 0.9, alpha=1.0 if item in hl else 0.7,
-                color="tab:red" if item in hl else None)
+                color="tab:red" if item in hl else None, label=f"_{item}", gid=str(item))
     ax.set_xlabel(r"ability $\theta$")
     ax.set_ylabel(r"$P(\mathrm{correct}\mid\theta)$")
     ax.set_ylim(0, 1)
     if len(items) > len(shown):
         ax.legend(loc="upper left", fontsize=8)
-        ax.set_title(f"Item characteristic curves ({len(shown)} of {len(items)} items, spread over difficulty)")
+        _title(ax, "Item characteristic curves", f"{len(shown)} of {len(items)} items, spread over difficulty")
     else:
-        ax.set_title(f"Item characteristic curves ({len(items)} items)")
+        _title(ax, f"Item characteristic curves ({len(items)} items)")
     return ability_crosses(ax, abilities)
 
 
@@ -118,21 +135,33 @@ def plot_item_rmse(rmse: pd.Series, baseline: pd.Series, ax=None):
 
 
 def plot_item_information(items: pd.DataFrame, theta=None, ax=None, abilities=None,
-                          max_items: int = 200, show_mean: bool = True):
-    """Item information curves I_i(theta) (3PL Fisher information), and their mean (eq. 4)."""
+                          max_items: int = 200, show_mean: bool = True, legend: bool | None = None):
+    """Item information curves I_i(theta) (3PL Fisher information), one line per item, and their mean (eq. 4).
+
+    The first ``max_items`` rows of ``items`` are drawn; each line is labelled with its item
+    id (``ax.get_legend_handles_labels()``), and a legend is drawn when ``legend`` is True
+    (default: when at most 10 items are shown). The thick black line is the mean of the
+    items shown, not of the whole exam: pass the exam's items to get the exam's mean.
+    """
     ax = _axes(ax)
     grid = _grid(theta)
     shown = items.iloc[:max_items]
     info = inf.table_information(grid, shown)
-    ax.plot(grid, info, lw=0.8, alpha=0.5)
+    for j, item in enumerate(shown.index):
+        ax.plot(grid, info[:, j], lw=0.9, alpha=0.6, label=str(item))
     if show_mean:
-        full = inf.table_information(grid, items).mean(axis=-1)
-        ax.plot(grid, full, color="black", lw=2.2, label="mean (exam)")
-        ax.legend(loc="upper right", fontsize=8)
+        ax.plot(grid, info.mean(axis=-1), color="black", lw=2.2, label=f"mean of the {len(shown)} items shown")
     ax.set_xlabel(r"ability $\theta$")
-    ax.set_ylabel(r"information $I(\theta)$")
+    ax.set_ylabel(r"item information $I_i(\theta)$")
     ax.set_ylim(bottom=0)
-    ax.set_title("Item information curves")
+    detail = f"first {len(shown)} of {len(items)} items" if len(shown) < len(items) else None
+    _title(ax, f"Item information curves ({len(shown)} items)" if detail is None else "Item information curves",
+           detail)
+    if legend if legend is not None else len(shown) <= 10:
+        ax.legend(loc="upper right", fontsize=7)
+    elif show_mean:  # only the mean in the legend: one entry per item would hide the plot
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[-1:], labels[-1:], loc="upper right", fontsize=8)
     return ability_crosses(ax, abilities)
 
 
@@ -154,26 +183,38 @@ def plot_category_information(curves: pd.DataFrame, ax=None, abilities=None, tit
             bd = band[cat]
             ax.fill_between(bd["theta"], bd["low"], bd["high"], color=line.get_color(), alpha=0.15)
     ax.set_xlabel(r"ability $\theta$")
-    ax.set_ylabel(r"mean information $\bar I_{cat}(\theta)$")
+    reduce = curves.attrs.get("reduce", "mean")
+    ax.set_ylabel(r"mean item information per category" if reduce == "mean"
+                  else r"test information per category (sum)")
     ax.set_ylim(bottom=0)
-    ax.set_title(title or "Aggregated information by category")
+    _title(ax, title or "Aggregated information by category")
     ax.legend(fontsize=8, loc="upper right")
     return ability_crosses(ax, abilities)
 
 
 def plot_information_band(band: pd.DataFrame, ax=None, abilities=None, label: str = "exam",
-                          title: str | None = None):
-    """Exam information with its posterior interval (columns theta, mean, low, high)."""
+                          title: str | None = None, reduce: str | None = None):
+    """Exam information with its posterior interval (columns theta, mean, low, high).
+
+    The y label follows ``reduce`` ("mean": mean item information, "sum": test information),
+    by default the ``reduce`` that :func:`irtexam.analysis.information_band` recorded in
+    ``band.attrs``; the interval's level comes from ``band.attrs['prob']`` (default 0.9).
+    """
     ax = _axes(ax)
-    (line,) = ax.plot(band["theta"], band["mean"], lw=2, label=label)
+    reduce = reduce or band.attrs.get("reduce", "mean")
+    level = int(round(100 * float(band.attrs.get("prob", 0.9))))
+    (line,) = ax.plot(band["theta"], band["mean"], lw=2, label=f"{label} (posterior mean)")
     ax.fill_between(band["theta"], band["low"], band["high"], color=line.get_color(), alpha=0.2,
-                    label="90% interval")
+                    label=f"{level}% interval")
     ax.set_xlabel(r"ability $\theta$")
-    ax.set_ylabel(r"mean information $\bar I(\theta)$")
+    ax.set_ylabel(information_label(reduce))
     ax.set_ylim(bottom=0)
-    ax.set_title(title or "Exam information (posterior)")
+    _title(ax, title or ("Exam information (posterior)" if reduce == "mean" else "Test information (posterior)"))
     ax.legend(fontsize=8)
     return ability_crosses(ax, abilities)
+
+
+PRUNING_COLOURS = 0.6  # the last step's colour: viridis(0.6), a teal green with 3:1 contrast on white (WCAG graphics)
 
 
 def plot_pruning(curves: pd.DataFrame, ax=None, abilities=None, n_items: Mapping | None = None):
@@ -189,11 +230,12 @@ def plot_pruning(curves: pd.DataFrame, ax=None, abilities=None, n_items: Mapping
     k = max(len(curves.columns) - 1, 1)
     for j, step in enumerate(curves.columns):
         lab = f"step {step}" + (f" ({n_items[step]} items)" if n_items and step in n_items else "")
-        ax.plot(grid, curves[step].to_numpy(), color=cmap(j / k), lw=1.8, label=lab)
+        # viridis from dark purple to green only: its yellow end is unreadable on white
+        ax.plot(grid, curves[step].to_numpy(), color=cmap(PRUNING_COLOURS * j / k), lw=1.8, label=lab)
     ax.set_xlabel(r"ability $\theta$")
-    ax.set_ylabel(r"mean exam information $\bar I_{Q_j}(\theta)$")
+    ax.set_ylabel(r"mean item information $\bar I_{Q_j}(\theta)$")
     ax.set_ylim(bottom=0)
-    ax.set_title("Exam information during iterative pruning")
+    _title(ax, "Exam information during iterative pruning")
     ax.legend(fontsize=8)
     return ability_crosses(ax, abilities)
 

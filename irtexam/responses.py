@@ -457,6 +457,41 @@ class ResponseMatrix:
                    max_score=max(max_score, 1))
 
     @classmethod
+    def coerce(cls, obj: "ResponseMatrix | pd.DataFrame | np.ndarray | str | Path", *,
+               graded: bool = False) -> "ResponseMatrix":
+        """Turn what a user holds into a ResponseMatrix: the entry point of every Python call taking responses.
+
+        Accepted:
+
+        - a :class:`ResponseMatrix` (returned as is);
+        - a path (str or Path) to a long response table (CSV/TSV/parquet/JSONL, see :meth:`read`);
+        - a **long** DataFrame with columns ``item``, ``examinee``, ``response`` (plus facet columns such
+          as ``llm``, ``retriever``, ``icl``, and ``item_*`` metadata), as on disk (:meth:`from_long`);
+        - a **wide** DataFrame: one row per examinee (the index gives the examinee ids), one column per
+          item (the column labels become the item ids); cells 0/1 (``graded``: 0..K), True/False, or
+          missing as NaN, None or ``pd.NA`` (pandas nullable ``Int64``/``boolean``/``Float64`` work);
+        - a 2-D NumPy array, examinees x items (ids ``e0..``, ``i0..``).
+
+        Anything else raises :class:`InputError` saying what is accepted.
+        """
+        if isinstance(obj, cls):
+            return obj
+        if isinstance(obj, (str, Path)):
+            return cls.read(obj, graded=graded)
+        if isinstance(obj, np.ndarray):
+            return cls.from_wide(obj, graded=graded)
+        if isinstance(obj, pd.DataFrame):
+            columns = {str(c) for c in obj.columns}
+            if set(REQUIRED_COLUMNS) <= columns:
+                return cls.from_long(obj.rename(columns=str), graded=graded)
+            partial = sorted(columns & set(REQUIRED_COLUMNS))
+            if partial:
+                raise InputError(f"the DataFrame has column(s) {partial} of a long table but not all of "
+                                 f"{list(REQUIRED_COLUMNS)}; {ACCEPTED_RESPONSES}")
+            return _from_wide_frame(cls, obj, graded=graded)
+        raise InputError(f"cannot use a {type(obj).__name__} as responses; {ACCEPTED_RESPONSES}")
+
+    @classmethod
     def read(cls, path: str | Path, *, graded: bool = False) -> "ResponseMatrix":
         """Read a long response table (CSV/TSV/parquet/JSONL, optionally gzipped)."""
         frame = read_long_table(path)
@@ -622,6 +657,41 @@ class ResponseMatrix:
     def __repr__(self) -> str:
         facets = f", facets={self.facet_names}" if self.facet_names else ""
         return f"ResponseMatrix({self.n_items} items x {self.n_examinees} examinees{facets})"
+
+
+ACCEPTED_RESPONSES = ("pass a ResponseMatrix, a path to a long table, a long DataFrame with columns item, examinee, "
+                      "response (+ facet columns), or a wide DataFrame with one row per examinee and one 0/1 column "
+                      "per item (NaN or pd.NA = missing)")
+
+
+def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "ResponseMatrix":
+    """A ResponseMatrix from a wide DataFrame (rows examinees, columns items); every column parsed like a
+    long table's response column (0/1, booleans, nullable pandas types, blank/NaN/None/pd.NA missing)."""
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise InputError(f"the DataFrame is empty (shape {frame.shape}); {ACCEPTED_RESPONSES}")
+    if isinstance(frame.columns, pd.MultiIndex) or isinstance(frame.index, pd.MultiIndex):
+        raise InputError("a wide DataFrame needs flat row and column labels (examinees x items); "
+                         "reset the MultiIndex or pass a long table")
+    items = [str(c) for c in frame.columns]
+    examinees = [str(e) for e in frame.index]
+    for ids, kind in ((items, "item"), (examinees, "examinee")):
+        seen: set[str] = set()
+        twice = [i for i in ids if i in seen or seen.add(i)]
+        if twice:
+            where = "column labels" if kind == "item" else "row index"
+            raise InputError(f"{kind} id {twice[0]!r} appears more than once in the wide DataFrame's {where}")
+    values = np.empty((len(items), len(examinees)))
+    for k, column in enumerate(frame.columns):
+        try:
+            values[k] = _parse_scores(frame[column].reset_index(drop=True), graded=graded, path=None)
+        except InputError as exc:
+            text = str(exc).split(": ", 1)[-1]
+            raise InputError(f"{text} (examinee {examinees[exc.row - 1]!r}); a wide DataFrame holds one "
+                             f"0/1 column per item; for facet columns pass a long table "
+                             f"(item, examinee, response, facets)", column=items[k]) from None
+    finite = values[~np.isnan(values)]
+    max_score = int(finite.max()) if graded and finite.size else 1
+    return cls(values=values, items=tuple(items), examinees=tuple(examinees), max_score=max(max_score, 1))
 
 
 def _row_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

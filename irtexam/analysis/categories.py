@@ -23,7 +23,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -146,16 +146,50 @@ def question_word(question: str) -> str:
     return "other"
 
 
-def categorize(questions: pd.Series | Mapping[str, str],
+def question_texts(questions: Any) -> pd.Series:
+    """Question text per item id, from what a user holds.
+
+    Accepts the exam items :func:`irtexam.read_exam` returns (their ``question`` field only,
+    indexed by ``id``), a path to an exam JSONL, a Series or mapping item id -> text, or a list
+    of strings (indexed 0..n-1). Raises InputError for anything else.
+    """
+    if isinstance(questions, (str, Path)):
+        from ..exam.schema import read_exam
+
+        questions = read_exam(questions)
+    if isinstance(questions, pd.Series):
+        return questions.astype(object)
+    if isinstance(questions, Mapping):
+        return pd.Series(dict(questions), dtype=object)
+    if isinstance(questions, pd.DataFrame):
+        if "question" not in questions.columns:
+            raise InputError("a DataFrame of questions needs a 'question' column (indexed by item id)",
+                             column="question")
+        return questions["question"].astype(object)
+    if isinstance(questions, (list, tuple)):
+        if all(hasattr(q, "question") and hasattr(q, "id") for q in questions):
+            return pd.Series([q.question for q in questions], index=[str(q.id) for q in questions], dtype=object)
+        if all(isinstance(q, str) for q in questions):
+            return pd.Series(list(questions), dtype=object)
+    raise InputError(f"cannot categorise a {type(questions).__name__}; pass the items irtexam.read_exam returns, "
+                     "a Series or dict item id -> question text, or a list of question strings")
+
+
+def categorize(questions: Any,
                keywords: Mapping[str, Iterable[str]] | str | Path | None = None) -> pd.DataFrame:
-    """Categorise questions: DataFrame indexed by item with ``bloom`` and ``question_word``.
+    """Categorise questions: DataFrame indexed by item id with ``bloom`` and ``question_word``.
+
+    ``questions``: the exam items :func:`irtexam.read_exam` returns (only the question
+    text is categorised, never the choices or the source passage), a path to an exam
+    JSONL, a Series or dict item id -> text, or a list of strings (indexed 0..n-1).
+    Join the result onto a fit's item table with ``fit.items.join(categorize(exam))``.
 
     ``bloom`` holds the '|'-joined matching levels (e.g. "apply|analyze") or
     "uncategorised"; ``keywords`` replaces the Bloom table (mapping or YAML/JSON
     path). ``.attrs['counts']`` holds the number of items per level and per
     question word, including how many were uncategorised.
     """
-    series = pd.Series(questions, dtype=object)
+    series = question_texts(questions)
     table = BLOOM_KEYWORDS if keywords is None else load_keyword_table(keywords)
     lem_table = _lemmatised_table(table)
     bloom, qword = [], []
@@ -237,3 +271,27 @@ def categorize_responses(responses, questions: pd.Series | Mapping[str, str] | N
     out = base.with_item_meta(cats)
     out.item_meta.attrs["counts"] = {**cats.attrs["counts"], "unknown": int(missing.sum())}
     return out
+
+
+def exam_table(exam: Any) -> pd.DataFrame:
+    """The exam's metadata as a DataFrame indexed by item id, to join onto ``fit.items``.
+
+    ``exam``: a path to an exam JSONL or the items :func:`irtexam.read_exam` returns.
+    Columns: question, correct (the text of the right choice), n_choices, doc_id, chunk_id,
+    and one column per key of the items' ``categories`` (lists joined by '|').
+    Usage: ``fit.items.join(exam_table("exam.jsonl"))`` (items of the exam that were not
+    fitted are not in ``fit.items``; fitted items missing from the exam get NaN).
+    """
+    from ..exam.schema import read_exam
+
+    items = read_exam(exam) if isinstance(exam, (str, Path)) else list(exam)
+    if not all(hasattr(it, "question") and hasattr(it, "id") for it in items):
+        raise InputError("exam_table needs an exam JSONL path or the items irtexam.read_exam returns")
+    rows = []
+    for it in items:
+        row = {"question": it.question, "correct": it.choices[it.answer], "n_choices": len(it.choices),
+               "doc_id": it.doc_id, "chunk_id": it.chunk_id}
+        for key, value in (it.categories or {}).items():
+            row[str(key)] = "|".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        rows.append(row)
+    return pd.DataFrame(rows, index=pd.Index([str(it.id) for it in items], name="item"))

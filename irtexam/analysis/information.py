@@ -143,12 +143,14 @@ def information_band(theta, a_draws, b_draws, c_draws=None, items=None, reduce: 
     """
     draws = np.asarray(information_draws(theta, a_draws, b_draws, c_draws, items, reduce))
     q = (1.0 - prob) / 2.0
-    return pd.DataFrame({
+    band = pd.DataFrame({
         "theta": np.asarray(theta, dtype=float),
         "mean": draws.mean(axis=0),
         "low": np.quantile(draws, q, axis=0),
         "high": np.quantile(draws, 1.0 - q, axis=0),
     })
+    band.attrs.update(reduce=reduce, prob=prob)  # read by plotting.plot_information_band for its labels
+    return band
 
 
 def split_labels(value) -> list[str]:
@@ -199,6 +201,7 @@ def category_information(theta, items: pd.DataFrame, labels: pd.Series,
         out[cat] = info[:, mask].mean(axis=1) if reduce == "mean" else info[:, mask].sum(axis=1)
     df = pd.DataFrame(out, index=pd.Index(np.asarray(theta, dtype=float), name="theta"))
     df.attrs["n_items"] = {cat: int(member[cat].sum()) for cat in member.columns}
+    df.attrs["reduce"] = reduce
     return df
 
 

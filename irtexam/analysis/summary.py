@@ -125,12 +125,12 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     diag = dg.diagnose(result, n_draws=n_draws, seed=seed)
     notes.extend(diag["summary"].pop("notes", []))
     items = items.join(diag["items"], rsuffix="_diag")
-    exam_info_at = result.information(abilities.to_numpy()).sum(axis=-1)  # every model kind
+    exam_info_at = result.information_array(abilities.to_numpy()).sum(axis=-1)  # every model kind
     exam["test_information_at_theta"] = exam_info_at
     exam["se_at_theta"] = 1.0 / np.sqrt(exam_info_at)
     exam = exam.join(diag["examinees"], rsuffix="_diag")
 
-    total = result.information(grid).sum(axis=-1)
+    total = result.information_array(grid).sum(axis=-1)
     n_items = len(items)
     curve = pd.DataFrame({"theta": grid, "mean_information": total / n_items, "test_information": total,
                           "se": 1.0 / np.sqrt(total)})
@@ -139,7 +139,7 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
         notes.append("no parameter draws available: information curves have no posterior band")
     else:
         # the same joint posterior draws as every interval of the fit
-        per_draw = result.information(grid, draws=n_draws, seed=seed).mean(axis=-1)       # (S, T)
+        per_draw = result.information_array(grid, draws=n_draws, seed=seed).mean(axis=-1)       # (S, T)
         band = pd.DataFrame({"theta": grid, "mean": per_draw.mean(axis=0),
                              "low": np.quantile(per_draw, 0.05, axis=0), "high": np.quantile(per_draw, 0.95, axis=0)})
         curve["mean_information_low"] = band["low"].to_numpy()

@@ -396,8 +396,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         raise IrtexamError(f"unknown method '{method}'; choose one of {', '.join(choices)}")
     if not (heldout == 0 or 0 < heldout <= 0.5):
         raise IrtexamError(f"held-out fraction must be 0 (none) or in (0, 0.5], got {heldout}")
-    if isinstance(responses, (str, Path)):
-        responses = ResponseMatrix.read(responses, graded=model == "grm")
+    responses = ResponseMatrix.coerce(responses, graded=model == "grm")  # path, DataFrame (wide/long), array
     facet_names = _validate_facets(responses, facets)
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items)
     if method != "em" and (groups is not None or fixed_items is not None):

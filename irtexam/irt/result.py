@@ -79,8 +79,18 @@ class FitResult:
         return mdl.item_params({k: np.asarray(v, dtype=np.float64) for k, v in self.params.items()
                                 if k in ("a", "d", "c", "b1", "gap")}, self.spec, self.design.n_items)
 
-    def theta(self) -> np.ndarray:
-        """Point estimates of the examinees' abilities, in the examinees' order."""
+    def __repr__(self) -> str:
+        """At most a screen: model, estimator, sizes, log-likelihood, the top abilities, facets, warnings."""
+        return fit_repr(self)
+
+    def theta(self, as_frame: bool = False) -> "np.ndarray | pd.DataFrame":
+        """Point estimates of the examinees' abilities, in the examinees' order.
+
+        ``as_frame=True``: a DataFrame indexed by examinee with theta, its sd and 90% interval
+        and the facet columns (the same as ``fit.examinees``).
+        """
+        if as_frame:
+            return self.examinees.reindex(list(self.design.examinees))
         return self.examinees["theta"].reindex(list(self.design.examinees)).to_numpy(dtype=float)
 
     def predict(self, theta: Any = None) -> np.ndarray:
@@ -93,9 +103,29 @@ class FitResult:
             return np.asarray(kinds.expected_score(self.theta()[None, :], _column(items), pairwise=True))
         return np.asarray(kinds.expected_score(np.asarray(theta, dtype=float), items))
 
-    def information(self, theta: Any, draws: int | None = None, seed: int = 0) -> np.ndarray:
-        """Item Fisher information on an ability grid: (T, I) at the point estimates, or
-        (S, T, I) over ``draws`` posterior draws. Every model kind, see :func:`irtexam.irt.kinds.information`."""
+    def information(self, theta: Any, draws: int | None = None, seed: int = 0) -> "pd.DataFrame | Any":
+        """Item Fisher information on an ability grid, labelled. Every model kind
+        (:func:`irtexam.irt.kinds.information`).
+
+        At the point estimates: a DataFrame, one row per theta (index ``theta``), one column per
+        item (columns ``item``); ``.mean(axis=1)`` is the mean exam information, ``.sum(axis=1)``
+        the test information. With ``draws``: an xarray DataArray with dims (draw, theta, item)
+        over that many posterior draws. ``information_array`` gives the bare arrays.
+        """
+        theta = np.atleast_1d(np.asarray(theta, dtype=float))
+        values = self.information_array(theta, draws, seed)
+        items = pd.Index(self.design.items, name="item")
+        if draws is None:
+            return pd.DataFrame(values, index=pd.Index(theta, name="theta"), columns=items)
+        import xarray as xr
+
+        return xr.DataArray(values, dims=("draw", "theta", "item"),
+                            coords={"draw": np.arange(values.shape[0]), "theta": theta, "item": list(items)},
+                            name="information")
+
+    def information_array(self, theta: Any, draws: int | None = None, seed: int = 0) -> np.ndarray:
+        """Item Fisher information as a bare array: (T, I) at the point estimates, or (S, T, I) over
+        ``draws`` posterior draws (items in ``fit.items`` order)."""
         theta = np.asarray(theta, dtype=float)
         if draws is None:
             return np.asarray(kinds.information(theta, self.item_params()))
@@ -108,13 +138,32 @@ class FitResult:
         pick = self._pick(n, seed)
         return ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in names})
 
-    def draws(self, name: str, n: int | None = 200, seed: int = 0) -> np.ndarray:
+    def draws(self, name: str, n: int | None = 200, seed: int = 0,
+              as_frame: bool = False) -> "np.ndarray | pd.DataFrame":
         """Posterior draws (n, ...) of 'a', 'b', 'c', 'thresholds', 'theta' or 'theta_<facet>'.
 
         MAP: the corrected joint Laplace draws; NUTS: the MCMC draws. Draws of different
         names taken with the same ``n`` and ``seed`` belong together (the same joint draws).
+        ``as_frame=True``: a DataFrame, one row per draw (index ``draw``), one column per item,
+        examinee or facet level (GRM thresholds: columns (item, k)).
         """
-        return self._all_draws(name)[self._pick(n, seed)]
+        values = self._all_draws(name)[self._pick(n, seed)]
+        if not as_frame:
+            return values
+        return pd.DataFrame(values.reshape(values.shape[0], -1), index=pd.RangeIndex(values.shape[0], name="draw"),
+                            columns=self._draw_columns(name, values.shape[1:]))
+
+    def _draw_columns(self, name: str, shape: tuple[int, ...]) -> pd.Index:
+        """Labels of the columns of :meth:`draws` with ``as_frame=True``."""
+        if name == "theta":
+            return pd.Index(self.design.examinees, name="examinee")
+        if name.startswith("theta_") and name[len("theta_"):] in self.design.facet_levels:
+            return pd.Index(list(self.design.facet_levels[name[len("theta_"):]]), name="level")
+        if name == "thresholds":
+            return pd.MultiIndex.from_product([list(self.design.items), range(1, shape[-1] + 1)], names=["item", "k"])
+        if shape and shape[0] == len(self.design.items):
+            return pd.Index(self.design.items, name="item")
+        return pd.RangeIndex(int(np.prod(shape)), name=name)
 
     def _all_draws(self, name: str) -> np.ndarray:
         if self.samples is None:
@@ -167,10 +216,25 @@ class FitResult:
         return pd.concat(frames, ignore_index=True)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | Path) -> Path:
-        """Write items.csv, examinees.csv, facets.csv, contrasts.csv, draws.npz, params.npz, meta.json,
-        responses.parquet (see :mod:`irtexam.irt.io`); fit.nc (InferenceData) with ``idata=True``."""
-        return fit_io.save_fit(self, directory)
+    def save(self, directory: str | Path, idata: bool = True) -> Path:
+        """Write the fit to ``directory`` (created if needed) and return its path.
+
+        Always: items.csv, examinees.csv, facets.csv and contrasts.csv (hierarchical fits),
+        draws.npz, params.npz, meta.json, responses.parquet (see :mod:`irtexam.irt.io`);
+        :func:`irtexam.load_fit` reads them back. ``idata=True`` (the default, as ``irtexam fit
+        --out``) also writes fit.nc, the arviz InferenceData, whose log_likelihood group holds
+        one float per draw and observed response: about 4 bytes x draws x responses, e.g.
+        27 MB for 202 items x 60 examinees (12,120 responses) x 500 draws, against about
+        2 MB for everything else. ``idata=False`` skips it (``fit.idata`` rebuilds it in memory).
+        :meth:`saved_size` reports what a folder holds.
+        """
+        return fit_io.save_fit(self, directory, netcdf=idata)
+
+    @staticmethod
+    def saved_size(directory: str | Path) -> dict[str, int]:
+        """Bytes per file in a fit folder written by :meth:`save`, plus ``"total"``."""
+        files = {p.name: p.stat().st_size for p in sorted(Path(directory).iterdir()) if p.is_file()}
+        return {**files, "total": sum(files.values())}
 
     @classmethod
     def load(cls, directory: str | Path) -> "FitResult":
@@ -180,6 +244,43 @@ class FitResult:
         result = cls(**parts)
         result._idata = idata
         return result
+
+
+def fit_repr(fit: FitResult, top: int = 5, max_lines: int = 24) -> str:
+    """A summary of a fit in at most ``max_lines`` lines (a screen): model, estimator, sizes,
+    log-likelihood, the ``top`` highest abilities, facet levels, the number of warnings."""
+    stats = fit.fit_stats or {}
+    responses = fit.responses
+    facets = f", facets {', '.join(fit.spec.facets)}" if fit.spec.facets else ""
+    lines = [f"FitResult: {fit.spec.kind.upper()} by {fit.method.upper()} on {responses.n_items} items x "
+             f"{responses.n_examinees} examinees ({stats.get('n_observed', int(responses.observed.sum()))} responses)"
+             f"{facets}"]
+    loglik = stats.get("loglik")
+    if loglik is not None:
+        extra = "".join(f", {k.upper()} {float(stats[k]):.1f}" for k in ("aic", "bic") if stats.get(k) is not None)
+        lines.append(f"  log-likelihood {float(loglik):.1f}{extra}")
+    table = fit.examinees.sort_values("theta", ascending=False)
+    interval = "theta_low" in table and table["theta_low"].notna().any()
+    lines.append(f"  top abilities (of {len(table)})" + (" with 90% intervals:" if interval else ":"))
+    for name, row in table.head(top).iterrows():
+        lines.append(f"    {_short(str(name))}  {row['theta']:+.2f}"
+                     + (f"  [{row['theta_low']:+.2f}, {row['theta_high']:+.2f}]" if interval else ""))
+    if fit.facets is not None:
+        for facet, group in fit.facets.groupby("facet", sort=False):
+            best = group.sort_values("theta", ascending=False)
+            shown = ", ".join(f"{_short(str(r.level), 20)} {r.theta:+.2f}" for r in best.head(4).itertuples())
+            more = f", ... {len(best) - 4} more" if len(best) > 4 else ""
+            lines.append(f"  {facet}: {shown}{more}")
+    lines = lines[:max_lines - 2]
+    if fit.warnings:
+        lines.append(f"  {len(fit.warnings)} warning(s): see fit.warnings")
+    lines.append("  tables: fit.items, fit.examinees" + (", fit.facets, fit.contrasts" if fit.facets is not None
+                                                         else "") + "; fit.summary(), fit.idata")
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def load_fit(directory: str | Path) -> FitResult:
