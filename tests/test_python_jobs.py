@@ -79,7 +79,7 @@ def test_fit_takes_a_wide_or_long_dataframe():
     rm = ResponseMatrix.coerce(long)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from_long = irtexam.fit(long, model="2pl", facets=["llm"], se=False)
+        from_long = irtexam.fit(long, model="2pl", facets=["llm"], se=False, method="map")
         from_wide = irtexam.fit(rm.to_wide(), model="2pl", se=False)
     assert list(from_long.items.index) == list(rm.items)
     assert set(from_long.facets["level"]) == {"big", "small"}
@@ -151,7 +151,7 @@ def test_prune_real_fit_keeps_no_item_without_information(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = irtexam.prune(long, model="2pl", facets=["llm"], drop=0.15, steps=1, by="information",
-                            min_items=3, progress=False)
+                            min_items=3, progress=False, method="map")
     rm = ResponseMatrix.coerce(long)
     without = set(rm.items) - set(rm.separating_items())
     assert without == {"q12", "q13", "q14", "q15"} and not without & set(res.kept_items)
@@ -194,7 +194,7 @@ def test_categorize_exam_items_uses_the_question_only_and_item_ids(tmp_path):
 def small_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return irtexam.fit(_long(), model="2pl", facets=["llm"], draws=100)
+        return irtexam.fit(_long(), model="2pl", facets=["llm"], draws=100, method="map")
 
 
 def test_repr_is_one_screen(small_fit):

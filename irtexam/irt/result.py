@@ -258,7 +258,9 @@ def fit_repr(fit: FitResult, top: int = 5, max_lines: int = 24) -> str:
     loglik = stats.get("loglik")
     if loglik is not None:
         extra = "".join(f", {k.upper()} {float(stats[k]):.1f}" for k in ("aic", "bic") if stats.get(k) is not None)
-        lines.append(f"  log-likelihood {float(loglik):.1f}{extra}")
+        kind = "marginal " if fit.method == "em" else ""
+        abilities = f"; abilities by {stats['abilities'].upper()}" if stats.get("abilities") in ("eap", "map") else ""
+        lines.append(f"  {kind}log-likelihood {float(loglik):.1f}{extra}{abilities}")
     table = fit.examinees.sort_values("theta", ascending=False)
     interval = "theta_low" in table and table["theta_low"].notna().any()
     lines.append(f"  top abilities (of {len(table)})" + (" with 90% intervals:" if interval else ":"))
