@@ -19,7 +19,9 @@ def register(subparsers) -> None:
     p.add_argument("--theta-range", type=float, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
                    help="theta range for information (default -2 2)")
     p.add_argument("--min-items", type=int, default=5, help="never prune below this many items")
-    p.add_argument("--method", default="map", choices=("map", "nuts"), help="estimator (default map)")
+    p.add_argument("--method", default="auto", choices=("auto", "em", "map", "nuts"),
+                   help="estimator of every refit, as in `irtexam fit` (default auto: marginal EM without "
+                        "--facets; with facets NUTS below 50 items, the joint mode above)")
     p.add_argument("--facets", default=None,
                    help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                         "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
@@ -62,6 +64,10 @@ def run(args) -> int:
         if missing:
             print(f"note: {len(missing)} kept items are not in {args.exam} (first: {sorted(missing)[:3]})")
     first, last = res.steps.iloc[0], res.steps.iloc[-1]
+    if res.uninformative:
+        print(f"removed {len(res.uninformative)} item(s) without information before the first fit "
+              f"(every examinee answered them alike): {', '.join(sorted(res.uninformative)[:5])}"
+              + (" ..." if len(res.uninformative) > 5 else ""))
     print(f"pruned {int(first.n_items)} -> {int(last.n_items)} items in {len(res.steps) - 1} rounds "
           f"({res.stop_reason}); mean item information on {list(args.theta_range)}: "
           f"{first.mean_information:.3f} -> {last.mean_information:.3f} ({args.scale} scale; refit: "
