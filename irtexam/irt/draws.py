@@ -94,7 +94,7 @@ class DrawDiagnostics:
         worst = np.argsort(-np.nan_to_num(self.item_khat, nan=-1.0))[:3]
         names = ", ".join(f"{item_ids[i] if item_ids else i} ({self.item_khat[i]:.2f})" for i in worst)
         return (f"posterior draws of {self.n_unreliable} item(s) are unreliable (Pareto k-hat > {KHAT_THRESHOLD}, "
-                f"worst: {names}): their intervals may be off; refit with --method nuts for exact posterior draws")
+                f"worst: {names}): their intervals may be off; refit with method='nuts' (CLI: --method nuts) for exact posterior draws")
 
     def as_dict(self) -> dict[str, Any]:
         """Summary for meta.json."""

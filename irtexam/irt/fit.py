@@ -262,7 +262,7 @@ def _convergence_warnings(diagnostics: pd.DataFrame, info: Mapping[str, Any]) ->
         worst = bad_rhat.sort_values("r_hat", ascending=False).head(5)
         names = ", ".join(f"{r.parameter}[{r.id}] ({r.r_hat:.3f})" for r in worst.itertuples())
         messages.append(f"R-hat above 1.01 for {len(bad_rhat)} parameter(s), worst: {names}. The chains disagree: "
-                        f"run more warmup and samples (e.g. --warmup 1000 --samples 1000) or more chains before "
+                        f"run more warmup and samples (e.g. warmup=1000, samples=1000; CLI --warmup 1000 --samples 1000) or more chains before "
                         f"trusting these estimates")
     low_ess = diagnostics[diagnostics["ess_bulk"] < 100 * max(int(info.get("chains", 1)), 1) / 4]
     if len(low_ess):
@@ -272,7 +272,7 @@ def _convergence_warnings(diagnostics: pd.DataFrame, info: Mapping[str, Any]) ->
                         f"noisy; draw more samples")
     if info.get("divergences", 0):
         messages.append(f"{info['divergences']} divergent transition(s) after warmup: the sampler missed part of the "
-                        f"posterior. Raise target_accept (e.g. 0.95), fix the guessing parameter (--guessing 0.25) "
+                        f"posterior. Raise target_accept (e.g. 0.95), fix the guessing parameter (guessing=0.25, CLI --guessing 0.25) "
                         f"or use a 2PL")
     return messages
 
@@ -455,7 +455,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
             if spec.facets and design.n_items < SMALL_EXAM_ITEMS:
                 messages.append(f"with {design.n_items} items the MAP fit's facet intervals are too narrow "
                                 "(simulation-based calibration: 90% intervals cover about 80% of true facet levels "
-                                f"at 5-20 items); refit with --method nuts for calibrated intervals")
+                                f"at 5-20 items); refit with method='nuts' (CLI: --method nuts) for calibrated intervals")
     else:
         grouped, sampler_info = nuts_samples(spec, design, train_mask, map_params, chains=chains, warmup=warmup,
                                              samples=samples, seed=seed, target_accept=target_accept,
