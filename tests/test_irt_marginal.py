@@ -252,3 +252,29 @@ def test_em_fit_saves_loads_and_feeds_the_consumers(tmp_path):
     info = again.information(np.linspace(-3, 3, 7), draws=20)
     assert info.shape == (20, 7, 12) and np.isfinite(info).all()
     assert again.predictive_draws(10).shape == (10, 12, 300)
+
+
+# ----------------------------------------------------------------------------- fit folders
+def test_saving_over_a_fit_replaces_it_whole_and_a_mixed_folder_is_refused(tmp_path):
+    responses, _ = simulate(8, 40, model="2pl", seed=3, facets={"llm": 2, "icl": 2})
+    faceted = quiet_fit(responses, model="2pl", facets=["llm", "icl"], method="map", draws=20)
+    plain = quiet_fit(responses, model="2pl", draws=20)
+    folder = tmp_path / "fit"
+    faceted.save(folder)
+    assert (folder / "facets.csv").exists()
+    plain.save(folder)  # the earlier fit's facets.csv and contrasts.csv must not survive
+    assert not (folder / "facets.csv").exists() and not (folder / "contrasts.csv").exists()
+    assert irtexam.load_fit(folder).method == "em"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".fit.") and not p.name.endswith(".lock")]
+    faceted.save(tmp_path / "other")
+    (folder / "facets.csv").write_bytes((tmp_path / "other" / "facets.csv").read_bytes())
+    with pytest.raises(IrtexamError, match="mixes two fits"):
+        irtexam.load_fit(folder)
+    (folder / "facets.csv").unlink()
+    (folder / "items.csv").write_text((folder / "items.csv").read_text()[:-40])
+    with pytest.raises(IrtexamError, match="does not match meta.json"):
+        irtexam.load_fit(folder)
+    (tmp_path / "notafit").mkdir()
+    (tmp_path / "notafit" / "data.csv").write_text("x")
+    with pytest.raises(IrtexamError, match="holds no fit"):
+        plain.save(tmp_path / "notafit")

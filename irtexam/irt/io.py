@@ -15,9 +15,15 @@ any object with its attributes and :func:`read_fit` returns its constructor argu
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -42,9 +48,57 @@ def _jsonable(value):
 
 
 def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
-    """Write a fit result to ``directory`` (created if needed); ``netcdf=False`` skips fit.nc."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write a fit result to ``directory`` (created if needed); ``netcdf=False`` skips fit.nc.
+
+    The folder is always one complete fit: the files are written into a hidden sibling folder,
+    which then replaces ``directory`` by renames (an earlier fit there is removed whole, never
+    mixed with this one; an interrupted save leaves the earlier fit as it was). Two saves to one
+    folder take turns (a lock file beside it). ``meta.json`` records a run id and every file's
+    size, which :func:`read_fit` checks.
+    """
+    directory = Path(directory).resolve()
+    if directory.exists() and not directory.is_dir():
+        raise InputError("exists and is a file, not a folder; choose another --out", path=str(directory))
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / "meta.json").exists():
+        raise InputError("exists, is not empty and holds no fit (no meta.json); choose a new or empty folder "
+                         "so that nothing in it is overwritten", path=str(directory))
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder's parent ({exc.strerror})", path=str(directory)) from None
+    with _folder_lock(directory):
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+        try:
+            _write_fit(result, staging, netcdf)
+            if directory.exists():
+                retired = directory.parent / f".{directory.name}.replaced-{uuid.uuid4().hex[:8]}"
+                os.rename(directory, retired)
+                os.rename(staging, directory)
+                shutil.rmtree(retired, ignore_errors=True)
+            else:
+                os.rename(staging, directory)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return directory
+
+
+@contextlib.contextmanager
+def _folder_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``.<name>.lock`` beside ``directory``: a second save waits for the first."""
+    import fcntl
+
+    path = directory.parent / f".{directory.name}.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_fit(result, directory: Path, netcdf: bool) -> None:
+    """Every file of a fit folder into ``directory`` (an empty staging folder), meta.json last."""
     result.items.to_csv(directory / "items.csv")
     result.examinees.to_csv(directory / "examinees.csv")
     if result.facets is not None:
@@ -83,9 +137,30 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
         "responses_sha256": result.responses.fingerprint() if hasattr(result.responses, "fingerprint") else None,
         "irtexam_version": _version(),
     }
-    (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
     result.responses.save(directory / "responses.parquet")
-    return directory
+    meta["run_id"] = uuid.uuid4().hex
+    meta["files"] = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file()}
+    (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
+
+
+def _check_files(directory: Path, meta: dict) -> None:
+    """Refuse a folder whose files are not the ones its meta.json lists (missing, truncated, or from another
+    run); folders written before the list existed are not checked."""
+    listed = meta.get("files")
+    if not isinstance(listed, dict):
+        return
+    for name, size in listed.items():
+        path = directory / name
+        if not path.exists():
+            raise InputError(f"the fit folder is damaged: {name} is missing; refit", path=str(directory))
+        if path.stat().st_size != size:
+            raise InputError(f"the fit folder is damaged: {name} does not match meta.json (another run's file, "
+                             f"or cut short); refit", path=str(directory))
+    extra = {"facets.csv", "contrasts.csv", "diagnostics.csv", "draws.npz"} & {p.name for p in directory.iterdir()}
+    stray = sorted(extra - set(listed))
+    if stray:
+        raise InputError(f"the fit folder mixes two fits: {', '.join(stray)} is not from the fit meta.json "
+                         f"describes; refit into a new folder", path=str(directory))
 
 
 def _version() -> str:
@@ -103,7 +178,15 @@ def read_fit(directory: str | Path) -> dict:
     if not meta_path.exists():
         raise InputError("not a fit directory (no meta.json); create one with `irtexam fit ... --out DIR`",
                          path=str(directory))
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"meta.json is damaged ({type(exc).__name__}); refit with `irtexam fit ... --out DIR`",
+                         path=str(directory)) from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
+        raise InputError("meta.json is not an irtexam fit record; refit with `irtexam fit ... --out DIR`",
+                         path=str(directory))
+    _check_files(directory, meta)
     spec_fields = meta["spec"]
     spec_fields["facets"] = tuple(spec_fields.get("facets") or ())
     spec_fields.setdefault("item_prior", "fixed")  # fits saved before learned prior centres existed
@@ -130,6 +213,10 @@ def read_fit(directory: str | Path) -> dict:
             person_slices={k: slice(*v) for k, v in info["person_slices"].items()},
             person_cov=arrays["laplace__person_cov"], M=arrays["laplace__M"], mode=info["mode"])
     items = pd.read_csv(directory / "items.csv", index_col="item", dtype={"item": str})
+    point_columns = [c for c in ("a", "b") if c in items]
+    if not np.isfinite(items[point_columns].to_numpy(dtype=float)).all():
+        raise InputError("items.csv holds non-finite item parameters; refit (see the fit's warnings)",
+                         path=str(directory))
     examinees = pd.read_csv(directory / "examinees.csv", index_col="examinee", dtype={"examinee": str})
     facets = pd.read_csv(directory / "facets.csv", dtype={"level": str}) if (directory / "facets.csv").exists() else None
     contrasts = pd.read_csv(directory / "contrasts.csv", dtype={"level": str, "reference": str}) \
