@@ -354,3 +354,47 @@ def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any,
     if pop:
         S = jnp.concatenate([S, jnp.stack(pop, axis=1)], axis=1)
     return S.T @ S
+
+
+def louis_hessian(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, hyper: Mapping[str, Any], *,
+                  layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> Any:
+    """The exact Hessian of :func:`marginal_log_posterior` over the free parameters, by Louis' identity.
+
+    With w_mq the posterior over the nodes, g_mq the complete-data score of examinee m at node q and
+    s_m = sum_q w_mq g_mq (the examinee's marginal score), the items' block is
+    H = sum_qk r_qik d2 log P_ik(theta_q) + prior  (block diagonal by item)
+      + sum_q sum_kl D_qik N_q[(k, i), (l, j)] D_qjl'  -  sum_m s_m s_m',
+    where D_qik = d log P_ik(theta_q) / du_i and N_q[(k, i), (l, j)] = sum_m w_mq [y_im = k][y_jm = l]:
+    batched products of (K + 1) I x E matrices, far cheaper than differentiating the marginal
+    likelihood P times. The population parameters' columns (few) are Hessian-vector products.
+    """
+    logp_fn = lambda Z: node_log_probs(Z, columns, spec, nodes)  # noqa: E731
+    logp = logp_fn(X)
+    w, _ = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd), group)
+    p = X.shape[1]
+    D = jnp.stack([jax.jvp(logp_fn, (X,), (jnp.zeros_like(X).at[:, a].set(1.0),))[1] for a in range(p)], axis=-1)
+    counts = jnp.einsum("kie,eq->qik", onehot, w)
+    _, blocks = block_hessians(partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns,
+                                       spec=spec), X)                                  # (I, p, p)
+    pair_counts = jnp.einsum("kie,eq,lje->qkilj", onehot, w, onehot)                  # (Q, K, I, K, I)
+    missing = jnp.einsum("qika,qkilj,qjlb->iajb", D, pair_counts, D)                  # (I, p, I, p)
+    scores = jnp.einsum("eq,kie,qika->eia", w, onehot, D).reshape(w.shape[0], -1)    # (E, I p)
+    n_items = X.shape[0]
+    eye = jnp.eye(n_items, dtype=X.dtype)
+    items = (jnp.einsum("iab,ij->iajb", blocks, eye) + missing).reshape(n_items * p, n_items * p) \
+        - scores.T @ scores
+    rows = np.flatnonzero(np.repeat(layout.free_rows, p))
+    items = items[np.ix_(rows, rows)]
+    n_pop = int(layout.free_mean.sum() + layout.free_sd.sum())
+    if not n_pop:
+        return items
+    flat = layout.flatten(X, mean, log_sd)
+    grad = jax.grad(partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec))
+    args = (X, mean, log_sd, onehot, group, nodes, hyper)
+    size = flat.shape[0]
+    pop_columns = jnp.stack([jax.jvp(lambda f: grad(f, *args), (flat,),
+                                     (jnp.zeros(size, dtype=flat.dtype).at[size - n_pop + j].set(1.0),))[1]
+                             for j in range(n_pop)], axis=1)                           # (P, n_pop)
+    top = jnp.concatenate([items, pop_columns[:-n_pop]], axis=1)
+    bottom = pop_columns.T
+    return jnp.concatenate([top, bottom], axis=0)

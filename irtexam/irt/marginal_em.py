@@ -19,14 +19,16 @@ import numpy as np
 from ..errors import IrtexamError
 from . import model as mdl
 from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
-                       item_log_prior, make_groups, marginal_log_posterior, population_moments, quadrature,
-                       score_cross_product, to_matrix, update_hyper)
+                       item_log_prior, louis_hessian, make_groups, marginal_log_posterior, population_moments,
+                       quadrature, score_cross_product, to_matrix, update_hyper)
 
-# parameters x observed cells x nodes below which the information is the exact Hessian (a few seconds at the
-# budget); above it the score cross-product, consistent but too wide where examinees are few for the
-# parameters: its standard errors were 1.3x the observed information's at 150 items x 800 (coverage of a
-# 0.95-0.97 against 0.87-0.91), and agree at 3000 and more
-EXACT_HESSIAN_BUDGET = 1.5e10
+# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.louis_hessian`) costs about
+# nodes x ((K + 1) items)^2 x examinees operations and nodes x ((K + 1) items)^2 numbers of memory; below these
+# budgets it is the information, above them the score cross-product, consistent but too wide where examinees
+# are few for the parameters (standard errors 1.3x the observed information's at 150 items x 800: coverage of
+# a 0.95-0.97 against 0.87-0.91; they agree at 3000 and more)
+EXACT_HESSIAN_BUDGET = 2e11
+EXACT_HESSIAN_MEMORY = 6e7
 
 
 # ----------------------------------------------------------------------------- compiled kernels
@@ -39,7 +41,7 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout) -> dict[str, Ca
             "hyper_step": jax.jit(partial(update_hyper, columns=columns, spec=spec)),
             "moments": jax.jit(population_moments, static_argnums=(2,)),
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
-            "hessian": jax.jit(jax.hessian(target)),
+            "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
             "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
                 partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
@@ -115,8 +117,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
     layout = Layout(free_rows=free_rows, n_columns=len(columns), free_mean=groups.free_mean, free_sd=groups.free_sd)
     hyper0 = {name: float(np.mean(X0[:, columns.index(name[3:])]))
               for name in mdl.hyper_names(spec) if name[3:] in columns}
-    n_cells = float(mask.sum())
-    exact = layout.size * n_cells * n_nodes <= EXACT_HESSIAN_BUDGET
+    width = (max_score + 1) * n_items
+    exact = (n_nodes * width ** 2 * n_examinees <= EXACT_HESSIAN_BUDGET
+             and n_nodes * width ** 2 <= EXACT_HESSIAN_MEMORY)
     polish = exact if polish is None else polish
     with jax.enable_x64(True):
         nodes = jnp.asarray(quadrature(n_nodes))
@@ -161,7 +164,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             # within tol of it, where the Hessian barely changes), and the same matrix is the information
             grad_fn = compiled["gradient"]
             flat = layout.flatten(X, mean, log_sd)
-            hessian = compiled["hessian"](flat, *args)
+            hessian = compiled["hessian"](*args)
             value = objective(flat, *args)
             for _ in range(3):
                 g = grad_fn(flat, *args)
@@ -186,7 +189,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         if se and layout.size:
             if exact:
                 if hessian is None:
-                    hessian = compiled["hessian"](layout.flatten(X, mean, log_sd), *args)
+                    hessian = compiled["hessian"](*args)
                 info_matrix = -np.asarray(hessian, dtype=np.float64)
                 information = "observed"
             else:
