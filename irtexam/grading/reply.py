@@ -60,16 +60,19 @@ class GradedReply:
 _L = "([A-J])"
 _KW_ANSWER = r"(?i:\banswer)"
 _KW_OPTION = r"(?i:\b(?:option|choice|letter))"
+# what may follow a letter inside a sentence: the end, punctuation, or a connective ("B because ...");
+# not a word ("the answer is A separate port", "B-tree"), which is candidate text, not a letter
+_END = r"(?=\s*$|[\.\)\]\*,;:!?]|\s*\n|\s+(?i:because|since|as|which|is|[-\u2013\u2014(\[]))"
 _LETTER_TIERS: tuple[tuple[str, ...], ...] = (
     # the reply is only a letter, maybe wrapped: "B", "(B)", "**B.**", "[B]"
     (rf"^\W*{_L}\W*$",),
     # "Answer: B", "The answer is (B)", "correct answer is option B", "final answer: **B**"
-    (rf"{_KW_ANSWER}\s*(?i:is|:|=|-)?\s*(?i:option|choice|letter)?\s*[\(\[\*]*{_L}(?![\w'])",
+    (rf"{_KW_ANSWER}\s*(?i:is|:|=|-)?\s*(?i:option|choice|letter)?\s*[\(\[\*]*{_L}{_END}",
      rf"{_KW_OPTION}\s*[\(\[\*]*{_L}[\)\]\*]*\s*(?i:is|would be|seems)\s*(?i:the\s*)?(?i:correct|right|best)"),
     # leading letter with a delimiter, at the very start: "B) text", "B. text", "B: text", "(B) text"
     (rf"^\W{{0,3}}{_L}\s*[\)\]\.:\-\*](?!\w)", rf"^\s*\({_L}\)"),
     # "option B", "choice (C)" anywhere
-    (rf"{_KW_OPTION}\s*[\(\[\*]*{_L}(?![\w'])",),
+    (rf"{_KW_OPTION}\s*[\(\[\*]*{_L}{_END}",),
 )
 
 

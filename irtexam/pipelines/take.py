@@ -601,6 +601,7 @@ def accuracy_table(answers) -> "Any":
 
 
 FACET_NOT_APPLICABLE = "-"
+RECALL_COLUMNS = ["retriever", "kind", "k", "n_items", "n_with_chunk", "n_found", "recall", "mean_passages"]
 
 
 def facet_columns(spec: GridSpec) -> list[str]:
@@ -660,7 +661,7 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
                      key=lambda r: (order[r["pipeline"]], item_order[r["item"]]))
     answers = answers_frame(records)
     recall_rows = list(recall_rows) + system_recall_rows(spec, records)
-    pd.DataFrame(recall_rows).to_csv(out / "retrieval_recall.csv", index=False)
+    pd.DataFrame(recall_rows, columns=RECALL_COLUMNS).to_csv(out / "retrieval_recall.csv", index=False)
     n_missing = result.missing_pairs = len(ids) * len(items) - len(answers)
     result.grading = grading_counts(records)
     if len(answers):
