@@ -88,7 +88,8 @@ def explicit_letter(reply: str, n_choices: int) -> tuple[int | None, str]:
     valid = LETTERS[:n_choices]
     text = reply.strip()
     pair = re.search(rf"(?<![\w']){_L}\)?\s*(?i:or|and|/)\s*\(?{_L}(?![\w'])", text)
-    either = {pair.group(1), pair.group(2)} if pair and pair.group(1) != pair.group(2) else set()
+    either = ({pair.group(1), pair.group(2)} if pair and pair.group(1) != pair.group(2)
+              and pair.group(1) in valid and pair.group(2) in valid else set())
     for tier in _LETTER_TIERS:
         found = [m.group(1) for pattern in tier for m in re.finditer(pattern, text) if m.group(1) in valid]
         distinct = list(dict.fromkeys(found))
@@ -98,6 +99,8 @@ def explicit_letter(reply: str, n_choices: int) -> tuple[int | None, str]:
             return LETTERS.index(distinct[0]), f"letter {distinct[0]}"
         if len(distinct) > 1:
             return None, f"ambiguous letters {distinct}"
+    if either:  # "either A or C" with no stronger pattern
+        return None, f"ambiguous letters {sorted(either)}"
     return None, ""
 
 

@@ -21,7 +21,8 @@ Example (YAML; TOML has the same keys)::
       - {label: assistant-v2, python: "my_rag:answer", facets: {version: v2}}
 
 An llm entry may set ``answer: generate`` (ask for a letter through chat / generation and
-grade the reply) instead of the default ``answer: loglik``. A spec may hold only
+grade the reply; ``max_new_tokens`` per entry, default 48) instead of the default
+``answer: loglik``. A spec may hold only
 ``exam`` and ``systems``. Every validation error names the spec file and the key.
 """
 
@@ -161,6 +162,10 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
         if entry.setdefault("answer", "loglik") not in ANSWER_MODES:
             raise SpecError(f"'answer' must be one of {list(ANSWER_MODES)}, got {entry['answer']!r}",
                             path=src, key=f"llms[{i}]")
+        if "max_new_tokens" in entry:
+            if entry["answer"] != "generate":
+                raise SpecError("'max_new_tokens' applies to 'answer: generate' levels only", path=src, key=f"llms[{i}]")
+            _int(entry["max_new_tokens"], f"llms[{i}].max_new_tokens", src, minimum=1)
         llms.append(entry)
     retrievers = []
     for i, entry in enumerate(_as_list(data["retrievers"], "retrievers", src) if llms else []):

@@ -46,6 +46,7 @@ from .spec import GRID_FACETS, GridSpec
 from .systems import ask_system, contexts_contain
 
 LLMFactory = Callable[[Mapping[str, Any]], LLM]
+LEVEL_KEYS = ("name", "label", "answer", "max_new_tokens")  # llm entry keys that are not load_llm options
 GRADER_VERSION = 1  # bump when grade_reply changes, so that logged free-text gradings are redone
 
 
@@ -211,7 +212,7 @@ def default_llm_factory(entry: Mapping[str, Any]) -> LLM:
     """Load an LLM from a spec entry with :func:`irtexam.llm.load_llm` (options passed through)."""
     from ..llm import load_llm
 
-    return load_llm(entry["name"], **{k: v for k, v in entry.items() if k not in ("name", "label", "answer")})
+    return load_llm(entry["name"], **{k: v for k, v in entry.items() if k not in LEVEL_KEYS})
 
 
 def retrieve_all(retriever: Any, items: Sequence[ExamItem], k: int) -> dict[str, list[Hit]]:
@@ -482,14 +483,15 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
         generate_mode = entry.get("answer", "loglik") == "generate"
         if not generate_mode:
             check_can_score(llm, label)  # a served LLM that cannot score stops here, before any answer
-        options = {k: v for k, v in entry.items() if k not in ("name", "label", "answer")}
+        options = {k: v for k, v in entry.items() if k not in LEVEL_KEYS}
         models[label] = {"backend_name": llm.name, "source": entry["name"], "answer": entry.get("answer", "loglik"),
                          "options": options,
                          **({"model_dir": portable_model_dir(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
                          **({"dtype": llm.dtype_name} if hasattr(llm, "dtype_name") else {})}
         bars = {p.id: run.bar(p.id, len(items), sum((p.id, it.id) in done for it in items), position + i)
                 for i, p in enumerate(mine)}
-        params = generation_params(spec.generate)
+        params = generation_params({**(spec.generate or {}), **({"max_new_tokens": entry["max_new_tokens"]}
+                                                                 if "max_new_tokens" in entry else {})})
         try:
             for start in range(0, len(pending_items), spec.batch_items):
                 if run.stop.is_set():
