@@ -11,6 +11,8 @@ systems (an HTTP endpoint, a Python function) and LLM levels with ``answer: gene
    pattern that matched names two different letters the reply is ambiguous: the text and
    abstention routes are tried, and failing those it is unparseable (never embedded);
 2. ``text``: the normalised text of exactly one candidate occurs in the normalised reply
+   (option lines "A. ..." restated after the first line, and candidates whose text is in
+   the question, are ignored)
    (or the reply is contained in exactly one candidate, for replies of >= 2 words);
    candidates nested in another matched candidate count as the longer one;
 3. ``abstain``: the reply declines ("I don't know", "the context does not mention ...",
@@ -19,8 +21,8 @@ systems (an HTTP endpoint, a Python function) and LLM levels with ``answer: gene
    the embedding route, so a refusal is never turned into a choice;
 4. ``embedding``: an A-VERT-style match: the reply's MiniLM sentence vector against each
    candidate's targets (its text and "X. text"), a candidate's score being its best
-   cosine; chosen when the best score is at least ``min_similarity`` and beats the
-   runner-up by ``margin``;
+   cosine (option lines after the first line left out); chosen when the best score is at least ``min_similarity``, beats the runner-up
+   by ``margin`` and (given the question) beats the reply's similarity to the question;
 5. ``unparseable``: none of the above (also an empty reply).
 
 Abstentions and unparseable replies have ``choice=None``: they score 0 and are never
@@ -67,7 +69,8 @@ _LETTER_TIERS: tuple[tuple[str, ...], ...] = (
     # the reply is only a letter, maybe wrapped: "B", "(B)", "**B.**", "[B]"
     (rf"^\W*{_L}\W*$",),
     # "Answer: B", "The answer is (B)", "correct answer is option B", "final answer: **B**"
-    (rf"{_KW_ANSWER}\s*(?i:is|:|=|-)?\s*(?i:option|choice|letter)?\s*[\(\[\*]*{_L}{_END}",
+    (rf"{_KW_ANSWER}(?i:\s*(?:is|was|would be|should be)?\s*[:=\-]?)\s*(?i:option|choice|letter)?\s*"
+     rf"[\(\[\*]*{_L}{_END}",
      rf"{_KW_OPTION}\s*[\(\[\*]*{_L}[\)\]\*]*\s*(?i:is|would be|seems)\s*(?i:the\s*)?(?i:correct|right|best)"),
     # leading letter with a delimiter, at the very start: "B) text", "B. text", "B: text", "(B) text"
     (rf"^\W{{0,3}}{_L}\s*[\)\]\.:\-\*](?!\w)", rf"^\s*\({_L}\)"),
@@ -104,13 +107,33 @@ def explicit_letter(reply: str, n_choices: int) -> tuple[int | None, str]:
     return None, ""
 
 
-def text_match(reply: str, choices: Sequence[str]) -> int | None:
-    """The one candidate whose normalised text occurs in the reply (or contains a reply of >= 2 words)."""
-    r = _norm(reply)
+_OPTION_LINE = re.compile(r"^\W{0,3}[A-J]\s*[\.\):]\s")
+
+
+def without_option_walkthrough(reply: str) -> str:
+    """The reply without option lines after the first line ("A. ...", "B) ..." restating choices).
+
+    A reply that starts "Let's analyze each option:" and then restates option A is not
+    choosing A; a reply whose first line is "B. text" is (the letter route takes it).
+    """
+    lines = [line for line in reply.splitlines() if line.strip()]
+    return "\n".join(lines[:1] + [line for line in lines[1:] if not _OPTION_LINE.match(line)])
+
+
+def text_match(reply: str, choices: Sequence[str], question: str | None = None) -> int | None:
+    """The one candidate whose normalised text occurs in the reply (or contains a reply of >= 2 words).
+
+    Option lines after the first line are ignored (:func:`without_option_walkthrough`), and
+    so is a candidate whose text occurs in ``question`` (a reply restating the question
+    "given that f(x) = 2" names the candidate "2" without choosing it).
+    """
+    r = _norm(without_option_walkthrough(reply))
+    in_question = f" {_norm(question)} " if question else ""
     if not r:
         return None
     padded = f" {r} "
-    hits = [i for i, c in enumerate(choices) if _norm(c) and f" {_norm(c)} " in padded]
+    hits = [i for i, c in enumerate(choices) if _norm(c) and f" {_norm(c)} " in padded
+            and f" {_norm(c)} " not in in_question]
     # drop candidates nested inside another matched candidate ("index" inside "partial index")
     hits = [i for i in hits if not any(j != i and f" {_norm(choices[i])} " in f" {_norm(choices[j])} "
                                        and _norm(choices[i]) != _norm(choices[j]) for j in hits)]
@@ -147,8 +170,13 @@ def is_abstention(reply: str) -> bool:
 
 
 def embedding_match(reply: str, choices: Sequence[str], encoder: Any, *, margin: float = DEFAULT_MARGIN,
-                    min_similarity: float = DEFAULT_MIN_SIMILARITY) -> tuple[int | None, str]:
-    """A-VERT-style nearest candidate by cosine with a margin; (index or None, detail with the numbers)."""
+                    min_similarity: float = DEFAULT_MIN_SIMILARITY,
+                    question: str | None = None) -> tuple[int | None, str]:
+    """A-VERT-style nearest candidate by cosine with a margin; (index or None, detail with the numbers).
+
+    With ``question``, a reply at least as close to the question as to every candidate
+    (a restatement, a truncated derivation) is refused: it has not chosen anything yet.
+    """
     targets: list[str] = []
     owner: list[int] = []
     for i, c in enumerate(choices):
@@ -164,17 +192,24 @@ def embedding_match(reply: str, choices: Sequence[str], encoder: Any, *, margin:
     top = float(best[order[0]])
     second = float(best[order[1]]) if len(choices) > 1 else -1.0
     detail = f"cos {top:.3f}, runner-up {second:.3f}"
+    if question is not None:
+        q = np.asarray(encoder.encode([question]), dtype=np.float64)[0]
+        to_question = float(q @ vecs[0])
+        detail += f", question {to_question:.3f}"
+        if to_question >= top:
+            return None, detail + " (closer to the question than to any candidate)"
     if top >= min_similarity and top - second >= margin:
         return int(order[0]), detail
     return None, detail + f" (needs >= {min_similarity} and margin >= {margin})"
 
 
-def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = None,
+def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = None, question: str | None = None,
                 margin: float = DEFAULT_MARGIN, min_similarity: float = DEFAULT_MIN_SIMILARITY) -> GradedReply:
     """Grade a free-text reply into a choice index, an abstention or unparseable (see the module doc).
 
     ``encoder`` (an :class:`irtexam.grading.embeddings.Encoder`, e.g. ``load_encoder()``)
     enables the embedding route; without it a reply that reaches that route is unparseable.
+    ``question`` (recommended) lets the embedding route refuse replies that only restate it.
     """
     text = (reply or "").strip()
     if not text:
@@ -183,7 +218,7 @@ def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = Non
     if index is not None:
         return GradedReply(index, "letter", detail)
     ambiguous = detail
-    index = text_match(text, choices)
+    index = text_match(text, choices, question)
     if index is not None:
         return GradedReply(index, "text", f"text of {LETTERS[index]}")
     if is_abstention(text):
@@ -192,7 +227,8 @@ def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = Non
         return GradedReply(None, "unparseable", ambiguous)
     if encoder is None:
         return GradedReply(None, "unparseable", "no letter or candidate text; no encoder for the embedding route")
-    index, detail = embedding_match(text, choices, encoder, margin=margin, min_similarity=min_similarity)
+    index, detail = embedding_match(without_option_walkthrough(text), choices, encoder, margin=margin, min_similarity=min_similarity,
+                                    question=question)
     if index is not None:
         return GradedReply(index, "embedding", f"{LETTERS[index]}: {detail}")
     return GradedReply(None, "unparseable", detail)

@@ -47,7 +47,7 @@ from .systems import ask_system, contexts_contain
 
 LLMFactory = Callable[[Mapping[str, Any]], LLM]
 LEVEL_KEYS = ("name", "label", "answer", "max_new_tokens")  # llm entry keys that are not load_llm options
-GRADER_VERSION = 1  # bump when grade_reply changes, so that logged free-text gradings are redone
+GRADER_VERSION = 2  # recorded in provenance; logged replies are re-graded by the current grader on every run
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,7 @@ class TakeResult:
     missing_pairs: int = 0
     seconds: float = 0.0
     grading: dict[str, dict[str, int]] = field(default_factory=dict)
+    regraded: int = 0
 
     def summary(self) -> str:
         """One human-readable paragraph of counts."""
@@ -104,8 +105,9 @@ class TakeResult:
         for label, c in self.grading.items():
             parts.append(f"{label}: {c['correct']}/{c['n']} correct, " + ", ".join(
                 f"{c[r]} {'abstained' if r == 'abstain' else r}" for r in ROUTES))
-        return "\nfree-text replies graded (letter, text, embedding; abstentions and unparseable score 0): " + \
-            "; ".join(parts)
+        regraded = f" ({self.regraded} logged replies re-graded by the current grader)" if self.regraded else ""
+        return ("\nfree-text replies graded (letter, text, embedding; abstentions and unparseable score 0)"
+                f"{regraded}: " + "; ".join(parts))
 
 
 def portable_path(path: str | Path | None) -> str | None:
@@ -153,8 +155,6 @@ def config_hash(spec: GridSpec, exam_sha: str, corpus_sha: str | None) -> str:
              "seed": spec.seed, "pool": file_sha256(spec.icl_pool) if spec.icl_pool else None,
              "generate": spec.generate, "retrievers": spec.retrievers,
              "llms": [{k: v for k, v in e.items() if not (k == "answer" and v == "loglik")} for e in spec.llms]}
-    if any(e.get("answer") == "generate" for e in spec.llms):
-        parts["grader"] = GRADER_VERSION
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -244,7 +244,7 @@ def system_config(entry: Mapping[str, Any], exam_sha: str) -> str:
     Call options (timeout, retries, concurrency) and facets do not change an answer, so
     they are left out: changing them keeps the logged answers.
     """
-    parts = {"exam": exam_sha, "url": entry.get("url"), "python": entry.get("python"), "grader": GRADER_VERSION}
+    parts = {"exam": exam_sha, "url": entry.get("url"), "python": entry.get("python")}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -335,6 +335,25 @@ def run_jobs(spec: GridSpec, llm_job: Callable[[Mapping[str, Any], int], None],
             future.result()
     if errors:
         raise errors[0]
+
+
+def regrade_logged(done: Mapping[tuple[str, str], dict], items: Sequence[ExamItem], encoder: Any) -> int:
+    """Grade every logged free-text reply again with the current grader; returns how many changed.
+
+    The raw reply is kept in the log, so a better grader never needs the system or the
+    model again: the tables always reflect the current :func:`grade_reply`.
+    """
+    by_id = {it.id: it for it in items}
+    changed = 0
+    for rec in done.values():
+        it = by_id.get(rec.get("item"))
+        if it is None or rec.get("answer_mode") not in ("generate", "system"):
+            continue
+        graded = grade_reply(rec.get("reply"), it.choices, encoder=encoder, question=it.question)
+        if graded.choice != rec.get("chosen") or graded.route != rec.get("grading"):
+            rec.update(graded.to_json(), correct=int(graded.choice == it.answer))
+            changed += 1
+    return changed
 
 
 def generated_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos: Sequence[ExamItem],
@@ -469,9 +488,10 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     wanted = {(p.id, it.id) for p in pipelines for it in items} | {(e["label"], it.id) for e in spec.systems
                                                                    for it in items}
     result.resumed_pairs = sum(1 for key in done if key in wanted)
+    encoder = LazyEncoder()
+    result.regraded = regrade_logged(done, items, encoder)
     run = _Run(log=AnswerLog(log_path), done=done, result=result, progress=progress)
     models: dict[str, Any] = {}
-    encoder = LazyEncoder()
 
     def llm_job(entry: Mapping[str, Any], position: int) -> None:
         label = entry.get("label", entry["name"])
@@ -508,7 +528,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                     replies = dict(zip(unique, llm.generate(unique, params)))
                     per = (time.perf_counter() - t0) / max(len(unique), 1)
                     for (p, it), req, prompt in zip(todo, requests, prompts):
-                        graded = grade_reply(replies[prompt], it.choices, encoder=encoder)
+                        graded = grade_reply(replies[prompt], it.choices, encoder=encoder, question=it.question)
                         rec = generated_record(p, it, hits[p.retriever][it.id], demos[it.id][:p.icl], req,
                                                replies[prompt], graded, seconds=per, config=config,
                                                template_sha=template.sha256)
@@ -554,7 +574,7 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                 return
             t0 = time.perf_counter()
             reply = ask_system(entry, it, functions)
-            graded = grade_reply(reply["answer"], it.choices, encoder=encoder)
+            graded = grade_reply(reply["answer"], it.choices, encoder=encoder, question=it.question)
             rec = system_record(entry, it, reply, graded, seconds=time.perf_counter() - t0,
                                 config=system_configs[label],
                                 source_found=contexts_contain(reply["contexts"], passage_text.get(it.chunk_id or "")))
@@ -700,7 +720,7 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
                    "stale_log_records": result.stale_records, "unreadable_log_lines": result.unreadable_lines,
                    "missing_pairs": n_missing, "score_requests": result.dedup.requested,
                    "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing,
-                   "answers_reread_under_normalisation": reread},
+                   "answers_reread_under_normalisation": reread, "replies_regraded": result.regraded},
         "seconds": result.seconds,
     }
     previous = out / "provenance.json"
