@@ -14,7 +14,6 @@ per-answer timings). Resumable: re-run the same command. Replies are kept in
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -52,13 +51,15 @@ def main() -> None:
     spec = load_spec(out / "spec.yaml")
     result = take_exam(spec, out / "run", progress=True)
     print(result.summary())
-    log = [json.loads(line) for line in (out / "run" / "answers.jsonl").read_text().splitlines()]
-    ll = {r["item"]: r for r in log if r["llm"] == "loglik"}
-    gen = {r["item"]: r for r in log if r["llm"] == "generate"}
+    import pandas as pd
+
+    table = pd.read_parquet(out / "run" / "answers.parquet")  # the tables hold the current grading
+    ll = {r["item"]: r for r in table[table["llm"] == "loglik"].to_dict("records")}
+    gen = {r["item"]: r for r in table[table["llm"] == "generate"].to_dict("records")}
     both = sorted(set(ll) & set(gen))
     n = len(both)
     routes = {r: sum(gen[i]["grading"] == r for i in both) for r in ROUTES}
-    graded = [i for i in both if gen[i]["chosen"] is not None]
+    graded = [i for i in both if gen[i]["grading"] in ("letter", "text", "embedding")]
     agree = sum(gen[i]["chosen"] == ll[i]["chosen"] for i in graded)
     print(f"model {args.model}, {n} MMLU items, closed-book, ICL 0")
     print(f"accuracy loglik {sum(ll[i]['correct'] for i in both) / n:.3f}, "

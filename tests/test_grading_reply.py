@@ -114,7 +114,7 @@ def _labelled():
     path = DATA / "real_replies.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def test_real_replies_graded_as_labelled_by_hand(encoder):
@@ -124,7 +124,7 @@ def test_real_replies_graded_as_labelled_by_hand(encoder):
     wrong = []
     per_route: dict[str, list[bool]] = {}
     for row in rows:
-        graded = grade_reply(row["reply"], row["choices"], encoder=encoder)
+        graded = grade_reply(row["reply"], row["choices"], encoder=encoder, question=row["question"])
         if graded.choice is not None:  # precision: a pick must be what the reply chose
             ok = graded.choice == row["label"]
             per_route.setdefault(graded.route, []).append(ok)

@@ -9,7 +9,9 @@ systems (an HTTP endpoint, a Python function) and LLM levels with ``answer: gene
    Keywords are case-insensitive, the letter must be upper case, and a leading letter
    counts only with a delimiter, so "A table is ..." names no letter. When the strongest
    pattern that matched names two different letters the reply is ambiguous: the text and
-   abstention routes are tried, and failing those it is unparseable (never embedded);
+   abstention routes are tried, and failing those it is unparseable (never embedded).
+   A letter followed by another candidate's text ("A. About $8k" where "About $8k" is B)
+   names two choices: unparseable;
 2. ``text``: the normalised text of exactly one candidate occurs in the normalised reply
    (option lines "A. ..." restated after the first line, and candidates whose text is in
    the question, are ignored)
@@ -107,11 +109,11 @@ def explicit_letter(reply: str, n_choices: int) -> tuple[int | None, str]:
     return None, ""
 
 
-_OPTION_LINE = re.compile(r"^\W{0,3}[A-J]\s*[\.\):]\s")
+_OPTION_LINE = re.compile(r"^[\s\-\*#\d\.\)]*(?i:(?:option|choice|event|argument|statement)\s+)?\(?[A-J]\)?\s*[\.\):]")
 
 
 def without_option_walkthrough(reply: str) -> str:
-    """The reply without option lines after the first line ("A. ...", "B) ..." restating choices).
+    """The reply without option lines after the first line ("A. ...", "B) ...", "1. **Event A: ...**").
 
     A reply that starts "Let's analyze each option:" and then restates option A is not
     choosing A; a reply whose first line is "B. text" is (the letter route takes it).
@@ -143,6 +145,23 @@ def text_match(reply: str, choices: Sequence[str], question: str | None = None) 
         inside = [i for i, c in enumerate(choices) if f" {r} " in f" {_norm(c)} "]
         if len(inside) == 1:
             return inside[0]
+    return None
+
+
+def letter_text_conflict(reply: str, index: int, choices: Sequence[str]) -> int | None:
+    """Another candidate's index when the text after the named letter ("A. <text>") is that candidate's text.
+
+    Small models write "A. About $8k" where $8k is choice B: the reply names two different
+    choices, and the grader refuses to pick one.
+    """
+    letter = LETTERS[index]
+    for match in re.finditer(rf"(?<![\w']){letter}\s*[\.\):\-]\s*([^\n]+)", reply):
+        said = match.group(1).strip()
+        if _norm(said) == _norm(choices[index]) or f" {_norm(choices[index])} " in f" {_norm(said)} ":
+            return None
+        other = text_match(said, choices)
+        if other is not None and other != index:
+            return other
     return None
 
 
@@ -216,6 +235,9 @@ def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = Non
         return GradedReply(None, "unparseable", "empty reply")
     index, detail = explicit_letter(text, len(choices))
     if index is not None:
+        other = letter_text_conflict(text, index, choices)
+        if other is not None:
+            return GradedReply(None, "unparseable", f"letter {LETTERS[index]} but the text of {LETTERS[other]}")
         return GradedReply(index, "letter", detail)
     ambiguous = detail
     index = text_match(text, choices, question)
