@@ -267,3 +267,68 @@ def test_spec_errors_name_the_entry(tmp_path, entry, message):
     with pytest.raises(SpecError) as info:
         load_spec(write_spec(tmp_path, f"- {entry}\n"))
     assert "systems[0]" in str(info.value) and message in str(info.value)
+
+
+def test_examples_wrapper_and_service_take_the_exam(tmp_path, monkeypatch):
+    """examples/http_service.py and examples/langchain_wrapper.py as the example spec wires them."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    monkeypatch.syspath_prepend(str(examples))
+    import http_service
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), http_service.Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        spec = load_spec(write_spec(tmp_path, f"""\
+            - {{label: v1, url: "http://127.0.0.1:{srv.server_address[1]}/answer", facets: {{version: v1}}}}
+            - {{label: v2, python: "langchain_wrapper:answer", facets: {{version: v2}}}}
+            """))
+        result = take_exam(spec, tmp_path / "run", progress=False)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    answers = pd.read_parquet(tmp_path / "run" / "answers.parquet")
+    v1, v2 = (answers[answers.pipeline == v].set_index("item") for v in ("v1", "v2"))
+    assert (v1["reply"] == v2["reply"]).all()  # the service wraps the same chain
+    assert result.grading["v1"]["letter"] + result.grading["v1"]["abstain"] == 8
+    assert v1["correct"].sum() >= 4  # the keyword chain finds most answers in the test corpus
+    assert all(len(c) == 2 for c in v1["contexts"])
+    # the example spec parses (its service and models are not needed to validate it)
+    example = load_spec(examples / "specs" / "systems.yaml", check_files=False)
+    assert [s["label"] for s in example.systems] == ["assistant-v1", "assistant-v2"]
+
+
+class SlowFakeLLM:
+    """Unit-test LLM behind a real HTTP server: answers "A" after 0.3 s and records when it ran."""
+
+    def __init__(self, name):
+        self.name = name
+        self.spans: list[tuple[float, float]] = []
+
+    def generate(self, prompts, params=None):
+        start = time.perf_counter()
+        time.sleep(0.3)
+        self.spans.append((start, time.perf_counter()))
+        return ["A" for _ in prompts]
+
+    def score(self, requests):
+        raise AssertionError("a generate level must not score")
+
+
+def test_served_levels_run_concurrently(tmp_path):
+    from irtexam.llm.server import serve
+
+    fakes = [SlowFakeLLM("m1"), SlowFakeLLM("m2")]
+    servers = [serve(f) for f in fakes]
+    try:
+        path = tmp_path / "spec.yaml"
+        path.write_text(f"exam: {EXAM}\nretrievers: [closed-book]\nllms:\n" + "".join(
+            f"  - {{name: '{s.url}', label: m{i}, answer: generate, max_concurrency: 1}}\n"
+            for i, s in enumerate(servers)))
+        result = take_exam(load_spec(path), tmp_path / "run", progress=False)
+    finally:
+        for s in servers:
+            s.stop()
+    assert result.scored_pairs == 16
+    first, second = fakes[0].spans, fakes[1].spans
+    overlap = sum(1 for a0, a1 in first for b0, b1 in second if a0 < b1 and b0 < a1)
+    assert overlap >= 4, (first, second)  # the two endpoints were busy at the same time
