@@ -14,7 +14,7 @@ systems (an HTTP endpoint, a Python function) and LLM levels with ``answer: gene
    names two choices: unparseable;
 2. ``text``: the normalised text of exactly one candidate occurs in the normalised reply
    (option lines "A. ..." restated after the first line, and candidates whose text is in
-   the question, are ignored)
+   the question, are ignored; a reply that also declines is unparseable)
    (or the reply is contained in exactly one candidate, for replies of >= 2 words);
    candidates nested in another matched candidate count as the longer one;
 3. ``abstain``: the reply declines ("I don't know", "the context does not mention ...",
@@ -42,7 +42,7 @@ import numpy as np
 from ..exam.schema import LETTERS
 
 ROUTES = ("letter", "text", "embedding", "abstain", "unparseable")
-DEFAULT_MARGIN = 0.05
+DEFAULT_MARGIN = 0.10
 DEFAULT_MIN_SIMILARITY = 0.35
 
 
@@ -88,6 +88,11 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _light(text: str) -> str:
+    """Case-folded, whitespace-collapsed, without surrounding quotes, dashes and end punctuation."""
+    return " ".join(text.casefold().replace("\u2019", "'").split()).strip(" \"'`*-.;:!?")
+
+
 def explicit_letter(reply: str, n_choices: int) -> tuple[int | None, str]:
     """The choice index a reply names by letter, and a detail ("" when none; "ambiguous ..." on conflict)."""
     valid = LETTERS[:n_choices]
@@ -129,20 +134,26 @@ def text_match(reply: str, choices: Sequence[str], question: str | None = None) 
     so is a candidate whose text occurs in ``question`` (a reply restating the question
     "given that f(x) = 2" names the candidate "2" without choosing it).
     """
-    r = _norm(without_option_walkthrough(reply))
-    in_question = f" {_norm(question)} " if question else ""
+    exact = [i for i, c in enumerate(choices) if _light(c) == _light(reply)]
+    if len(exact) == 1:
+        return exact[0]
+    norm = _norm
+    if len({_norm(c) for c in choices}) < len(choices):  # "(E ⊃ F) ∨ (~C ⊃ S)": symbols carry the difference
+        norm = _light
+    r = norm(without_option_walkthrough(reply))
+    in_question = f" {norm(question)} " if question else ""
     if not r:
         return None
     padded = f" {r} "
-    hits = [i for i, c in enumerate(choices) if _norm(c) and f" {_norm(c)} " in padded
-            and f" {_norm(c)} " not in in_question]
+    hits = [i for i, c in enumerate(choices) if norm(c) and f" {norm(c)} " in padded
+            and f" {norm(c)} " not in in_question]
     # drop candidates nested inside another matched candidate ("index" inside "partial index")
-    hits = [i for i in hits if not any(j != i and f" {_norm(choices[i])} " in f" {_norm(choices[j])} "
-                                       and _norm(choices[i]) != _norm(choices[j]) for j in hits)]
+    hits = [i for i in hits if not any(j != i and f" {norm(choices[i])} " in f" {norm(choices[j])} "
+                                       and norm(choices[i]) != norm(choices[j]) for j in hits)]
     if len(hits) == 1:
         return hits[0]
     if not hits and len(r.split()) >= 2:
-        inside = [i for i, c in enumerate(choices) if f" {r} " in f" {_norm(c)} "]
+        inside = [i for i, c in enumerate(choices) if f" {r} " in f" {norm(c)} "]
         if len(inside) == 1:
             return inside[0]
     return None
@@ -178,7 +189,11 @@ _ABSTAIN_PATTERNS = (
     r"\bnot in the (?:context|passages|documents|provided)\b",
     r"\bunanswerable\b",
     r"\bnone of (?:the|these) (?:options|choices|answers|above)\b",
+    r"\bnot (?:a|one of the) valid (?:option|choice|answer)s?\b",
     r"^\W*(?:idk|n/?a|unknown|no answer|pass)\W*$",
+    r"\bi (?:do not|don't|dont) have (?:the ability|enough|access|any information|the information)\b",
+    r"\bas an ai\b|\bas a (?:chatbot|language model)\b",
+    r"\bi(?:'m| am) sorry\b",
 )
 _ABSTAIN_RE = re.compile("|".join(_ABSTAIN_PATTERNS), re.IGNORECASE | re.MULTILINE)
 
@@ -193,8 +208,8 @@ def embedding_match(reply: str, choices: Sequence[str], encoder: Any, *, margin:
                     question: str | None = None) -> tuple[int | None, str]:
     """A-VERT-style nearest candidate by cosine with a margin; (index or None, detail with the numbers).
 
-    With ``question``, a reply at least as close to the question as to every candidate
-    (a restatement, a truncated derivation) is refused: it has not chosen anything yet.
+    With ``question``, a reply not closer to the best candidate than to the question by
+    ``margin`` (a restatement, a truncated derivation) is refused: it has not chosen yet.
     """
     targets: list[str] = []
     owner: list[int] = []
@@ -215,8 +230,8 @@ def embedding_match(reply: str, choices: Sequence[str], encoder: Any, *, margin:
         q = np.asarray(encoder.encode([question]), dtype=np.float64)[0]
         to_question = float(q @ vecs[0])
         detail += f", question {to_question:.3f}"
-        if to_question >= top:
-            return None, detail + " (closer to the question than to any candidate)"
+        if top - to_question < margin:
+            return None, detail + f" (not closer to a candidate than to the question by {margin})"
     if top >= min_similarity and top - second >= margin:
         return int(order[0]), detail
     return None, detail + f" (needs >= {min_similarity} and margin >= {margin})"
@@ -241,6 +256,8 @@ def grade_reply(reply: str | None, choices: Sequence[str], *, encoder: Any = Non
         return GradedReply(index, "letter", detail)
     ambiguous = detail
     index = text_match(text, choices, question)
+    if index is not None and is_abstention(text):  # "- I only. The answer is not a valid option."
+        return GradedReply(None, "unparseable", f"text of {LETTERS[index]} but also declines")
     if index is not None:
         return GradedReply(index, "text", f"text of {LETTERS[index]}")
     if is_abstention(text):
