@@ -8,16 +8,43 @@ of the picks, the share of each grading route, and questions/s of each mode (fro
 per-answer timings). Resumable: re-run the same command. Replies are kept in
 <out>/answers.jsonl for hand labelling.
 
-    PYTHONPATH=. .venv/bin/python experiments/generate_vs_loglik.py --model qwen2.5-coder-0.5b --items 40
+    PYTHONPATH=. .venv/bin/python experiments/generate_vs_loglik.py --model qwen2.5-coder-0.5b --items 100
+    PYTHONPATH=. .venv/bin/python experiments/generate_vs_loglik.py --model smollm2-135m --items 40 --served
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def start_server(model: str) -> tuple[subprocess.Popen, str]:
+    """Serve ``model`` with ``python -m irtexam.llm.server`` on a free port; (process, API root)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "irtexam.llm.server", model, "--port", str(port)],
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            urllib.request.urlopen(url + "/models", timeout=2).read()
+            return proc, url
+        except OSError:
+            time.sleep(1)
+    raise SystemExit("the server did not start in 600 s")
 
 
 def main() -> None:
@@ -28,6 +55,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--out", default="runs/generate_vs_loglik")
+    parser.add_argument("--served", action="store_true",
+                        help="serve the model over HTTP (python -m irtexam.llm.server) and time each mode's take")
     args = parser.parse_args()
 
     import torch
@@ -39,21 +68,37 @@ def main() -> None:
     from irtexam.grading.reply import ROUTES
     from irtexam.pipelines import load_spec, take_exam
 
-    out = Path(args.out) / args.model
+    out = Path(args.out) / (args.model + ("-served" if args.served else ""))
     out.mkdir(parents=True, exist_ok=True)
     exam, _ = mmlu_items(args.items, 0, seed=0)
     write_exam(exam, out / "exam.jsonl")
-    (out / "spec.yaml").write_text(
-        "exam: exam.jsonl\nllms:\n"
-        f"  - {{name: {args.model}, label: loglik}}\n"
-        f"  - {{name: {args.model}, label: generate, answer: generate, max_new_tokens: {args.max_new_tokens}}}\n"
-        "retrievers: [closed-book]\nicl: [0]\nbatch_items: 8\n")
-    spec = load_spec(out / "spec.yaml")
-    result = take_exam(spec, out / "run", progress=True)
-    print(result.summary())
+    levels = [f"  - {{name: {{M}}, label: loglik}}\n",
+              f"  - {{name: {{M}}, label: generate, answer: generate, max_new_tokens: {args.max_new_tokens}}}\n"]
+    server = None
+    model = args.model
+    if args.served:
+        server, model = start_server(args.model)
+    try:
+        walls = {}
+        # served: one take per mode (timed apart; the server answers one request at a time);
+        # local: both levels in one take (one loaded model)
+        groups = [[0], [1]] if args.served else [[0, 1]]
+        runs = [out / ("run_" + ["loglik", "generate"][g[0]] if args.served else "run") for g in groups]
+        for group, run_dir in zip(groups, runs):
+            (out / "spec.yaml").write_text(
+                "exam: exam.jsonl\nllms:\n" + "".join(levels[i].replace("{M}", f"'{model}'") for i in group)
+                + "retrievers: [closed-book]\nicl: [0]\nbatch_items: 8\n")
+            t0 = time.perf_counter()
+            result = take_exam(load_spec(out / "spec.yaml"), run_dir, progress=True)
+            walls["+".join(["loglik", "generate"][i] for i in group)] = time.perf_counter() - t0
+            print(result.summary())
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
     import pandas as pd
 
-    table = pd.read_parquet(out / "run" / "answers.parquet")  # the tables hold the current grading
+    table = pd.concat([pd.read_parquet(r / "answers.parquet") for r in runs])  # tables hold the current grading
     ll = {r["item"]: r for r in table[table["llm"] == "loglik"].to_dict("records")}
     gen = {r["item"]: r for r in table[table["llm"] == "generate"].to_dict("records")}
     both = sorted(set(ll) & set(gen))
@@ -70,6 +115,9 @@ def main() -> None:
     for mode, rows in (("loglik", ll), ("generate", gen)):
         seconds = sum(rows[i]["seconds"] for i in both)
         print(f"{mode}: {n / seconds:.2f} questions/s ({seconds:.0f} s of model time)")
+    if args.served:
+        print("served, wall time per take: " + ", ".join(f"{k} {v:.1f} s ({n / v:.2f} questions/s)"
+                                                        for k, v in walls.items()))
 
 
 if __name__ == "__main__":
