@@ -9,10 +9,11 @@ Example (YAML; TOML has the same keys)::
                                      # (label = the llm facet level, default the name; e.g. for a server URL)
     retrievers: [closed-book, bm25, dense-minilm, hybrid-rrf, oracle]
     icl: [0, 1, 2]
-    top_k: 3
+    top_k: 3                         # or a list, [2, 5]: a top_k facet column
     seed: 0
     normalisation: char              # char (default: per character, lm-eval acc_norm) | token | sum
-    prompt: {context: "Context:\\n{passages}\\n\\n"}   # optional template overrides
+    prompt: {context: "Context:\\n{passages}\\n\\n"}   # optional template overrides; or a list of
+                                     # tables each with a 'name': a prompt facet column
     generate: false                  # or {max_new_tokens: 64}: also keep a free-form answer
     batch_items: 4                   # items scored per LLM call batch
     dedup: true                      # score identical prompts once across pipelines
@@ -74,6 +75,8 @@ class GridSpec:
     seed: int = 0
     normalisation: str = "char"
     prompt: PromptTemplate = field(default_factory=PromptTemplate)
+    top_ks: list[int] = field(default_factory=list)  # the top_k axis (one level: [top_k])
+    prompts: list[tuple[str, PromptTemplate]] = field(default_factory=list)  # the prompt axis: (name, template)
     generate: dict[str, Any] | None = None
     batch_items: int = 4
     dedup: bool = True
@@ -179,6 +182,7 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
         if dupes:
             raise SpecError(f"duplicate name(s) {dupes}; give each level a distinct 'name'", path=src, key=key)
     systems = parse_systems(data.get("systems"), src)
+    top_ks = sorted({_int(v, "top_k", src, minimum=1) for v in _as_list(data.get("top_k", 3), "top_k", src)})
     icl = [_int(v, "icl", src, minimum=0) for v in _as_list(data.get("icl", [0]), "icl", src)]
     if len(set(icl)) != len(icl):
         raise SpecError(f"duplicate ICL levels in {icl}", path=src, key="icl")
@@ -186,7 +190,7 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
     if normalisation not in NORMALISATIONS:
         raise SpecError(f"must be one of {list(NORMALISATIONS)}, got {normalisation!r}", path=src, key="normalisation")
     try:
-        prompt = PromptTemplate.from_mapping(data.get("prompt"))
+        prompts = parse_prompts(data.get("prompt"))
     except (ValueError, TypeError) as exc:
         raise SpecError(str(exc), path=src, key="prompt") from None
     generate = data.get("generate", False)
@@ -209,12 +213,32 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
         raise SpecError(f"retrievers {need} need a corpus: add 'corpus: <chunked passages .jsonl>'",
                         path=src, key="corpus")
     return GridSpec(exam=path_of("exam"), llms=llms, retrievers=retrievers, icl=sorted(icl), corpus=corpus,
-                    icl_pool=path_of("icl_pool"), top_k=_int(data.get("top_k", 3), "top_k", src, minimum=1),
+                    icl_pool=path_of("icl_pool"), top_k=max(top_ks), top_ks=top_ks, prompts=prompts,
                     seed=_int(data.get("seed", 0), "seed", src, minimum=0), normalisation=normalisation,
-                    prompt=prompt, generate=generate,
+                    prompt=prompts[0][1], generate=generate,
                     batch_items=_int(data.get("batch_items", 4), "batch_items", src, minimum=1), dedup=dedup,
                     index_dir=path_of("index_dir"), name=str(data.get("name", "grid")), systems=systems,
                     source=src, raw=dict(data))
+
+
+def parse_prompts(value: Any) -> list[tuple[str, PromptTemplate]]:
+    """The prompt axis: one table of template overrides, or a list of tables each with a distinct ``name``.
+
+    Raises ``ValueError`` / ``TypeError`` (reported against the key ``prompt``).
+    """
+    if value is None or isinstance(value, dict) and "name" not in value:
+        return [("default", PromptTemplate.from_mapping(value))]
+    entries = value if isinstance(value, list) else [value]
+    out: list[tuple[str, PromptTemplate]] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"] \
+                or "|" in entry["name"]:
+            raise ValueError(f"prompt[{i}] must be a table with a 'name' (no '|') and template overrides")
+        out.append((entry["name"], PromptTemplate.from_mapping({k: v for k, v in entry.items() if k != "name"})))
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names) or not out:
+        raise ValueError(f"prompt names must be distinct and non-empty, got {names}")
+    return out
 
 
 def parse_systems(value: Any, src: str | None) -> list[dict[str, Any]]:

@@ -57,16 +57,24 @@ class Pipeline:
     llm: str
     retriever: str
     icl: int
+    top_k: int | None = None  # set only when the spec varies top_k
+    prompt: str | None = None  # the prompt template's name, set only when the spec varies the prompt
 
     @property
     def id(self) -> str:
-        """Examinee id, e.g. ``smollm2-135m|bm25|icl2``."""
-        return f"{self.llm}|{self.retriever}|icl{self.icl}"
+        """Examinee id, e.g. ``smollm2-135m|bm25|icl2`` (``...|icl2|k5|terse`` when top_k / prompt vary)."""
+        extra = (f"|k{self.top_k}" if self.top_k is not None else "") + (f"|{self.prompt}" if self.prompt else "")
+        return f"{self.llm}|{self.retriever}|icl{self.icl}{extra}"
 
     @property
     def facets(self) -> dict[str, str]:
-        """Facet columns of the ResponseMatrix."""
-        return {"llm": self.llm, "retriever": self.retriever, "icl": f"icl{self.icl}"}
+        """Facet columns of the ResponseMatrix (top_k and prompt only when they vary)."""
+        out = {"llm": self.llm, "retriever": self.retriever, "icl": f"icl{self.icl}"}
+        if self.top_k is not None:
+            out["top_k"] = f"k{self.top_k}"
+        if self.prompt:
+            out["prompt"] = self.prompt
+        return out
 
 
 @dataclass
@@ -151,7 +159,10 @@ def config_hash(spec: GridSpec, exam_sha: str, corpus_sha: str | None) -> str:
     A log record whose hash differs (other exam, corpus, template, top_k, seed, pool,
     generation settings) is stale: it is ignored and the pair is taken again.
     """
-    parts = {"exam": exam_sha, "corpus": corpus_sha, "template": spec.prompt.sha256, "top_k": spec.top_k,
+    axes = grid_axes(spec)
+    template = spec.prompt.sha256 if len(axes["prompt"]) == 1 else [(n, t.sha256) for n, t in axes["prompt"]]
+    top_k = spec.top_k if len(axes["top_k"]) == 1 else axes["top_k"]
+    parts = {"exam": exam_sha, "corpus": corpus_sha, "template": template, "top_k": top_k,
              "seed": spec.seed, "pool": file_sha256(spec.icl_pool) if spec.icl_pool else None,
              "generate": spec.generate, "retrievers": spec.retrievers,
              "llms": [{k: v for k, v in e.items() if not (k == "answer" and v == "loglik")} for e in spec.llms]}
@@ -457,9 +468,20 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     else:  # leave-one-out over the whole exam file (even when only some items are taken)
         pool = read_exam(spec.exam) if spec.exam.exists() else items
     config = config_hash(spec, exam_sha, corpus_sha)
-    template = spec.prompt
+    axes = grid_axes(spec)
+    templates = dict(axes["prompt"])
     llm_names = [e.get("label", e["name"]) for e in spec.llms]
-    pipelines = [Pipeline(l, r["name"], k) for l in llm_names for r in spec.retrievers for k in spec.icl]
+    varied_k = axes["top_k"] if len(axes["top_k"]) > 1 else [None]
+    varied_prompt = [n for n, _ in axes["prompt"]] if len(axes["prompt"]) > 1 else [None]
+    pipelines = [Pipeline(l, r["name"], k, top_k, prompt) for l in llm_names for r in spec.retrievers
+                 for k in spec.icl for top_k in varied_k for prompt in varied_prompt]
+
+    def context(p: Pipeline, it: ExamItem) -> list[Hit]:
+        """The pipeline's hits: the first top_k of the retriever's ranking at the largest top_k."""
+        return hits[p.retriever][it.id][:p.top_k or spec.top_k]
+
+    def template_of(p: Pipeline) -> Any:
+        return templates[p.prompt] if p.prompt else axes["prompt"][0][1]
     result = TakeResult(out, len(items), len(pipelines) + len(spec.systems))
 
     # retrieval: once per retriever, shared by every LLM and ICL level
@@ -471,10 +493,11 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     for rspec in spec.retrievers:
         retriever = build_retriever(rspec, passages, index_dir=index_dir, _shared=shared)
         hits[rspec["name"]] = retrieve_all(retriever, items, spec.top_k)
-        rep = recall_at_k(rspec["name"], hits[rspec["name"]], chunk_of, spec.top_k)
-        recall_rows.append({"retriever": rep.retriever, "kind": rspec["kind"], "k": rep.k, "n_items": rep.n_items,
-                            "n_with_chunk": rep.n_with_chunk, "n_found": rep.n_found, "recall": rep.recall,
-                            "mean_passages": rep.mean_passages})
+        for k in axes["top_k"]:  # recall at each top_k level (prefixes of the largest ranking)
+            rep = recall_at_k(rspec["name"], hits[rspec["name"]], chunk_of, k)
+            recall_rows.append({"retriever": rep.retriever, "kind": rspec["kind"], "k": rep.k,
+                                "n_items": rep.n_items, "n_with_chunk": rep.n_with_chunk, "n_found": rep.n_found,
+                                "recall": rep.recall, "mean_passages": rep.mean_passages})
         if rspec["kind"] == "oracle":
             result.oracle_missing = sum(1 for h in hits[rspec["name"]].values() if not h)
 
@@ -518,8 +541,8 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                     return
                 batch = pending_items[start:start + spec.batch_items]
                 todo = [(p, it) for it in batch for p in mine if (p.id, it.id) not in done]
-                requests = [ScoreRequest(template.render(it, [h.passage for h in hits[p.retriever][it.id]],
-                                                         demos[it.id][:p.icl]), template.continuations(it))
+                requests = [ScoreRequest(template_of(p).render(it, [h.passage for h in context(p, it)],
+                                                               demos[it.id][:p.icl]), template_of(p).continuations(it))
                             for p, it in todo]
                 t0 = time.perf_counter()
                 if generate_mode:
@@ -529,9 +552,9 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                     per = (time.perf_counter() - t0) / max(len(unique), 1)
                     for (p, it), req, prompt in zip(todo, requests, prompts):
                         graded = grade_reply(replies[prompt], it.choices, encoder=encoder, question=it.question)
-                        rec = generated_record(p, it, hits[p.retriever][it.id], demos[it.id][:p.icl], req,
+                        rec = generated_record(p, it, context(p, it), demos[it.id][:p.icl], req,
                                                replies[prompt], graded, seconds=per, config=config,
-                                               template_sha=template.sha256)
+                                               template_sha=template_of(p).sha256)
                         run.record((p.id, it.id), rec, bars[p.id])
                     continue
                 scores = score_deduplicated(llm, requests, result.dedup, dedup=spec.dedup)
@@ -545,10 +568,10 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                 for r in requests:
                     counts[r] = counts.get(r, 0) + 1
                 for (p, it), req, sc, text in zip(todo, requests, scores, texts):
-                    rec = answer_record(p, it, hits[p.retriever][it.id], demos[it.id][:p.icl], req, sc,
+                    rec = answer_record(p, it, context(p, it), demos[it.id][:p.icl], req, sc,
                                         normalisation=spec.normalisation, seconds=per,
                                         shared=spec.dedup and counts[req] > 1, config=config,
-                                        template_sha=template.sha256)
+                                        template_sha=template_of(p).sha256)
                     if text is not None:
                         rec["generated"] = text
                     run.record((p.id, it.id), rec, bars[p.id])
@@ -615,10 +638,11 @@ def answers_frame(records: Iterable[Mapping[str, Any]]):
 
 def accuracy_table(answers) -> "Any":
     """Table 2 layout: rows (llm, retriever), columns ``ICL@k`` accuracies and ``best`` (max over ICL)."""
-    table = answers.pivot_table(index=["llm", "retriever"], columns="icl_k", values="correct", aggfunc="mean")
+    index = ["llm", "retriever"] + [c for c in ("top_k", "prompt") if c in answers.columns]
+    table = answers.pivot_table(index=index, columns="icl_k", values="correct", aggfunc="mean")
     table.columns = [f"ICL@{k}" for k in table.columns]
     table["best"] = table.max(axis=1)
-    table["n_items"] = answers.groupby(["llm", "retriever"])["item"].nunique()
+    table["n_items"] = answers.groupby(index)["item"].nunique()
     return table.reset_index()
 
 
@@ -626,12 +650,25 @@ FACET_NOT_APPLICABLE = "-"
 RECALL_COLUMNS = ["retriever", "kind", "k", "n_items", "n_with_chunk", "n_found", "recall", "mean_passages"]
 
 
+def grid_axes(spec: GridSpec) -> dict[str, list]:
+    """The levels of the top_k and prompt axes (one level each unless the spec gives lists)."""
+    top_ks = sorted(set(spec.top_ks)) if len(set(spec.top_ks)) > 1 else [spec.top_k]
+    prompts = list(spec.prompts) if len(spec.prompts) > 1 else [(spec.prompts[0][0] if spec.prompts else "default",
+                                                                  spec.prompt)]
+    return {"top_k": top_ks, "prompt": prompts}
+
+
 def facet_columns(spec: GridSpec) -> list[str]:
     """Facet columns of responses.csv: llm, retriever, icl (when the spec has a grid), then the systems' facets.
 
     An examinee without a facet gets the level ``"-"`` (e.g. a system that declares no retriever).
     """
+    axes = grid_axes(spec)
     columns = list(GRID_FACETS) if spec.llms else []
+    if spec.llms and len(axes["top_k"]) > 1:
+        columns.append("top_k")
+    if spec.llms and len(axes["prompt"]) > 1:
+        columns.append("prompt")
     for entry in spec.systems:
         columns += [f for f in entry.get("facets", {}) if f not in columns]
     return columns
@@ -709,6 +746,8 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
         "icl_pool": portable_path(spec.icl_pool) if spec.icl_pool else "exam (leave-one-out)",
         "config_hash": hashes["config"],
         "prompt_template": {"sha256": spec.prompt.sha256, **spec.prompt.__dict__},
+        "prompt_templates": {n: {"sha256": t.sha256, **t.__dict__} for n, t in grid_axes(spec)["prompt"]},
+        "top_ks": grid_axes(spec)["top_k"],
         "seed": spec.seed, "top_k": spec.top_k, "normalisation": spec.normalisation, "dedup": spec.dedup,
         "generate": spec.generate, "models": dict(models), "retrievers": spec.retrievers,
         "pipelines": [p.id for p in pipelines], "systems": [e["label"] for e in spec.systems],
