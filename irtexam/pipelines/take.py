@@ -481,7 +481,9 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
         return hits[p.retriever][it.id][:p.top_k or spec.top_k]
 
     def template_of(p: Pipeline) -> Any:
+        """The pipeline's prompt template (the only one when the prompt does not vary)."""
         return templates[p.prompt] if p.prompt else axes["prompt"][0][1]
+
     result = TakeResult(out, len(items), len(pipelines) + len(spec.systems))
 
     # retrieval: once per retriever, shared by every LLM and ICL level
