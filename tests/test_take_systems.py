@@ -85,6 +85,9 @@ class Handler(BaseHTTPRequestHandler):
             contexts = [f"passage {chunk}"] if body["id"] in ("q1", "q2") else ["unrelated text"]
             self._send(200, json.dumps({"answer": reply_for(body["id"], body["choices"]),
                                         "contexts": contexts}).encode())
+        elif self.path == "/auth":
+            ok = self.headers.get("Authorization") == "Bearer sk-test-1"
+            self._send(200 if ok else 401, b'{"answer": "B"}' if ok else b'{"error": "bad key"}')
         elif self.path == "/v2":
             self._send(200, json.dumps({"answer": "A"}).encode())
         elif self.path == "/500":
@@ -332,3 +335,15 @@ def test_served_levels_run_concurrently(tmp_path):
     first, second = fakes[0].spans, fakes[1].spans
     overlap = sum(1 for a0, a1 in first for b0, b1 in second if a0 < b1 and b0 < a1)
     assert overlap >= 4, (first, second)  # the two endpoints were busy at the same time
+
+
+def test_api_key_sent_from_the_environment(server, tmp_path, monkeypatch):
+    spec = load_spec(write_spec(tmp_path, f"- {{label: k, url: '{server}/auth', api_key_env: RAG_KEY, max_retries: 0}}\n"))
+    monkeypatch.delenv("RAG_KEY", raising=False)
+    with pytest.raises(SystemCallError, match="environment variable RAG_KEY"):
+        take_exam(spec, tmp_path / "none", progress=False)
+    monkeypatch.setenv("RAG_KEY", "sk-wrong")
+    with pytest.raises(SystemCallError, match="HTTP 401"):
+        take_exam(spec, tmp_path / "wrong", progress=False)
+    monkeypatch.setenv("RAG_KEY", "sk-test-1")
+    assert take_exam(spec, tmp_path / "right", progress=False).scored_pairs == 8
