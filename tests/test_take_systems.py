@@ -161,7 +161,7 @@ def test_contexts_give_system_recall(tmp_path, monkeypatch):
 
     texts = {p.id: p.text for p in load_passages(DATA / "retrieval_corpus.jsonl")}
     module = tmp_path / "ctx_rag_a.py"
-    module.write_text(f"TEXTS = {texts!r}\nCHUNKS = {{i: it for i, it in []}}\n"
+    module.write_text(f"TEXTS = {texts!r}\n"
                       "def answer(question, choices):\n"
                       "    hit = [t for t in TEXTS.values() if question.split()[-1].strip('?').lower() in t.lower()]\n"
                       "    return {'answer': 'A', 'contexts': hit[:1]}\n")

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..exam.schema import ExamItem, read_exam
 from ..grading.multiple_choice import DedupStats, choose, score_deduplicated
-from ..grading.reply import ROUTES, GradedReply, grade_reply, route_counts
+from ..grading.reply import ROUTES, GradedReply, grade_reply
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..llm.openai_compat import check_can_score
 from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
