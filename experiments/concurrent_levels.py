@@ -6,6 +6,12 @@ torch thread each, separate processes), then times (a) one `take` per level, run
 concurrently. Prints the wall times and their ratio. Every answer of (b) must equal (a)'s.
 
     PYTHONPATH=. .venv/bin/python experiments/concurrent_levels.py --servers 2 --items 20 --answer generate
+    PYTHONPATH=. .venv/bin/python experiments/concurrent_levels.py --servers 2 --items 20 --llamacpp --answer loglik
+
+Measured on the shared 2-core machine (load 4): irtexam.llm.server, 2 levels x 16 items, generate:
+21.7 s one take per level in turn, 32.6 s in one take (ratio 0.67): two CPU-bound local servers
+gain nothing when other work already fills both cores; experiments/concurrent_systems.py shows
+the scheduler with endpoints that wait instead (ratio 3.05 for 3 systems).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ def main() -> None:
     parser.add_argument("--answer", choices=["loglik", "generate"], default="generate")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--out", default="runs/concurrent_levels")
+    parser.add_argument("--llamacpp", action="store_true",
+                        help="serve the packaged GGUF with llama.cpp (patched, scores too) instead of irtexam.llm.server")
     args = parser.parse_args()
     from mmlu_grid import mmlu_items
 
@@ -63,13 +71,22 @@ def main() -> None:
     exam, _ = mmlu_items(args.items, 0, seed=1)
     write_exam(exam, out / "exam.jsonl")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    procs, urls = [], []
+    procs, urls, llamas = [], [], []
     for _ in range(args.servers):
+        if args.llamacpp:
+            from irtexam.llm.registry import packaged_gguf
+            from irtexam.llm.server import LlamaCppServer
+
+            llamas.append(LlamaCppServer(packaged_gguf(args.model), alias=args.model, n_threads=1, patched=True))
+            urls.append(llamas[-1].url)
+            continue
         port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-m", "irtexam.llm.server", args.model, "--port", str(port)],
                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         urls.append(f"http://127.0.0.1:{port}/v1")
     try:
+        for server in llamas:
+            server.start()
         for url, proc in zip(urls, procs):
             wait_ready(url, proc)
         levels = [f"  - {{name: '{u}', label: s{i}, answer: {args.answer}, max_new_tokens: 24, max_retries: 0}}\n"
@@ -100,6 +117,8 @@ def main() -> None:
               f"one take per level in turn {sequential:.1f} s, one take {together:.1f} s, "
               f"ratio {sequential / together:.2f}; identical answers {same}/{len(seq)}")
     finally:
+        for server in llamas:
+            server.stop()
         for proc in procs:
             proc.terminate()
         for proc in procs:
