@@ -9,8 +9,9 @@ concurrently. Prints the wall times and their ratio. Every answer of (b) must eq
     PYTHONPATH=. .venv/bin/python experiments/concurrent_levels.py --servers 2 --items 20 --llamacpp --answer loglik
 
 Measured on the shared 2-core machine (load 4): irtexam.llm.server, 2 levels x 16 items, generate:
-21.7 s one take per level in turn, 32.6 s in one take (ratio 0.67): two CPU-bound local servers
-gain nothing when other work already fills both cores; experiments/concurrent_systems.py shows
+21.7 s one take per level in turn, 32.6 s in one take (ratio 0.67); again at load 3: 21.9 s and
+21.9 s (ratio 1.00), answers identical: two CPU-bound local servers gain nothing when other work
+already fills both cores; experiments/concurrent_systems.py shows
 the scheduler with endpoints that wait instead (ratio 3.05 for 3 systems).
 """
 
