@@ -25,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -33,15 +35,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..exam.schema import ExamItem, read_exam
 from ..grading.multiple_choice import DedupStats, choose, score_deduplicated
+from ..grading.reply import ROUTES, GradedReply, grade_reply
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..llm.openai_compat import check_can_score
 from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
 from ..retrieval.evaluation import recall_at_k
 from ..retrieval.registry import build_retriever
 from .icl import draw_demonstrations
-from .spec import GridSpec
+from .spec import GRID_FACETS, GridSpec
+from .systems import ask_system, contexts_contain
 
 LLMFactory = Callable[[Mapping[str, Any]], LLM]
+LEVEL_KEYS = ("name", "label", "answer", "max_new_tokens")  # llm entry keys that are not load_llm options
+GRADER_VERSION = 2  # recorded in provenance; logged replies are re-graded by the current grader on every run
 
 
 @dataclass(frozen=True)
@@ -51,16 +57,24 @@ class Pipeline:
     llm: str
     retriever: str
     icl: int
+    top_k: int | None = None  # set only when the spec varies top_k
+    prompt: str | None = None  # the prompt template's name, set only when the spec varies the prompt
 
     @property
     def id(self) -> str:
-        """Examinee id, e.g. ``smollm2-135m|bm25|icl2``."""
-        return f"{self.llm}|{self.retriever}|icl{self.icl}"
+        """Examinee id, e.g. ``smollm2-135m|bm25|icl2`` (``...|icl2|k5|terse`` when top_k / prompt vary)."""
+        extra = (f"|k{self.top_k}" if self.top_k is not None else "") + (f"|{self.prompt}" if self.prompt else "")
+        return f"{self.llm}|{self.retriever}|icl{self.icl}{extra}"
 
     @property
     def facets(self) -> dict[str, str]:
-        """Facet columns of the ResponseMatrix."""
-        return {"llm": self.llm, "retriever": self.retriever, "icl": f"icl{self.icl}"}
+        """Facet columns of the ResponseMatrix (top_k and prompt only when they vary)."""
+        out = {"llm": self.llm, "retriever": self.retriever, "icl": f"icl{self.icl}"}
+        if self.top_k is not None:
+            out["top_k"] = f"k{self.top_k}"
+        if self.prompt:
+            out["prompt"] = self.prompt
+        return out
 
 
 @dataclass
@@ -78,6 +92,8 @@ class TakeResult:
     oracle_missing: int = 0
     missing_pairs: int = 0
     seconds: float = 0.0
+    grading: dict[str, dict[str, int]] = field(default_factory=dict)
+    regraded: int = 0
 
     def summary(self) -> str:
         """One human-readable paragraph of counts."""
@@ -87,7 +103,19 @@ class TakeResult:
                 f"score requests {self.dedup.requested}, distinct {self.dedup.unique} "
                 f"({self.dedup.saved} shared across pipelines); items without a usable oracle chunk: "
                 f"{self.oracle_missing}; (pipeline, item) pairs not answered yet: {self.missing_pairs}; "
-                f"{self.seconds:.1f} s")
+                f"{self.seconds:.1f} s" + self.grading_summary())
+
+    def grading_summary(self) -> str:
+        """Per free-text examinee: accuracy and how the replies were graded ("" when there are none)."""
+        if not self.grading:
+            return ""
+        parts = []
+        for label, c in self.grading.items():
+            parts.append(f"{label}: {c['correct']}/{c['n']} correct, " + ", ".join(
+                f"{c[r]} {'abstained' if r == 'abstain' else r}" for r in ROUTES))
+        regraded = f" ({self.regraded} logged replies re-graded by the current grader)" if self.regraded else ""
+        return ("\nfree-text replies graded (letter, text, embedding; abstentions and unparseable score 0)"
+                f"{regraded}: " + "; ".join(parts))
 
 
 def portable_path(path: str | Path | None) -> str | None:
@@ -131,17 +159,24 @@ def config_hash(spec: GridSpec, exam_sha: str, corpus_sha: str | None) -> str:
     A log record whose hash differs (other exam, corpus, template, top_k, seed, pool,
     generation settings) is stale: it is ignored and the pair is taken again.
     """
-    parts = {"exam": exam_sha, "corpus": corpus_sha, "template": spec.prompt.sha256, "top_k": spec.top_k,
+    axes = grid_axes(spec)
+    template = spec.prompt.sha256 if len(axes["prompt"]) == 1 else [(n, t.sha256) for n, t in axes["prompt"]]
+    top_k = spec.top_k if len(axes["top_k"]) == 1 else axes["top_k"]
+    parts = {"exam": exam_sha, "corpus": corpus_sha, "template": template, "top_k": top_k,
              "seed": spec.seed, "pool": file_sha256(spec.icl_pool) if spec.icl_pool else None,
-             "generate": spec.generate, "retrievers": spec.retrievers, "llms": spec.llms}
+             "generate": spec.generate, "retrievers": spec.retrievers,
+             "llms": [{k: v for k, v in e.items() if not (k == "answer" and v == "loglik")} for e in spec.llms]}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def read_log(path: Path, config: str) -> tuple[dict[tuple[str, str], dict], int, int]:
+def read_log(path: Path, config: str | Iterable[str]) -> tuple[dict[tuple[str, str], dict], int, int]:
     """Records of the answers log keyed by (pipeline, item); plus counts of stale and unreadable lines.
+
+    ``config`` is the current config hash, or several (the grid's and each system's).
 
     A line cut short by a crash is unreadable: it is counted and its pair taken again.
     """
+    configs = {config} if isinstance(config, str) else set(config)
     records: dict[tuple[str, str], dict] = {}
     stale = unreadable = 0
     if not path.exists():
@@ -156,7 +191,7 @@ def read_log(path: Path, config: str) -> tuple[dict[tuple[str, str], dict], int,
             except (json.JSONDecodeError, KeyError, TypeError):
                 unreadable += 1
                 continue
-            if rec.get("config") != config:
+            if rec.get("config") not in configs:
                 stale += 1
                 continue
             records[key] = rec
@@ -188,7 +223,7 @@ def default_llm_factory(entry: Mapping[str, Any]) -> LLM:
     """Load an LLM from a spec entry with :func:`irtexam.llm.load_llm` (options passed through)."""
     from ..llm import load_llm
 
-    return load_llm(entry["name"], **{k: v for k, v in entry.items() if k not in ("name", "label")})
+    return load_llm(entry["name"], **{k: v for k, v in entry.items() if k not in LEVEL_KEYS})
 
 
 def retrieve_all(retriever: Any, items: Sequence[ExamItem], k: int) -> dict[str, list[Hit]]:
@@ -196,6 +231,168 @@ def retrieve_all(retriever: Any, items: Sequence[ExamItem], k: int) -> dict[str,
     if hasattr(retriever, "prepare"):
         retriever.prepare([it.question for it in items])
     return {it.id: retriever.retrieve(it.question, k, chunk_id=it.chunk_id) for it in items}
+
+
+GENERATION_INSTRUCTION = ("Answer the multiple-choice question below with the letter of the correct choice. "
+                          "If you cannot tell, say that you don't know.\n\n")
+
+
+def generation_prompt(prompt: str) -> str:
+    """The prompt an ``answer: generate`` level is asked: an instruction, then the multiple-choice prompt."""
+    return GENERATION_INSTRUCTION + prompt
+
+
+def generation_params(settings: Mapping[str, Any] | None) -> GenerationParams:
+    """Decoding settings from the spec's ``generate`` table (default: greedy, 48 new tokens)."""
+    settings = dict(settings or {})
+    settings.setdefault("max_new_tokens", 48)
+    return GenerationParams(**{k: (tuple(v) if k == "stop" else v) for k, v in settings.items()})
+
+
+def system_config(entry: Mapping[str, Any], exam_sha: str) -> str:
+    """Config hash of a black-box system's answers: the exam and the system's target (url / python).
+
+    Call options (timeout, retries, concurrency) and facets do not change an answer, so
+    they are left out: changing them keeps the logged answers.
+    """
+    parts = {"exam": exam_sha, "url": entry.get("url"), "python": entry.get("python")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class LazyEncoder:
+    """The packaged MiniLM encoder, loaded on the first reply that reaches the embedding route."""
+
+    def __init__(self) -> None:
+        self._encoder: Any = None
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """L2-normalised sentence vectors (see :mod:`irtexam.grading.embeddings`)."""
+        with self._lock:
+            if self._encoder is None:
+                from ..grading.embeddings import load_encoder
+
+                self._encoder = load_encoder()
+            self.calls += 1
+            return self._encoder.encode(texts)
+
+
+@dataclass
+class _Run:
+    """State shared by the jobs of one take: the log, the finished pairs, the counters, the stop flag."""
+
+    log: "AnswerLog"
+    done: dict
+    result: TakeResult
+    progress: bool
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, key: tuple[str, str], rec: Mapping[str, Any], bar: Any) -> None:
+        """Log one finished answer (thread-safe) and advance its progress bar."""
+        with self.lock:
+            self.log.write(rec)
+            self.done[key] = rec
+            self.result.scored_pairs += 1
+            bar.update(1)
+
+    def bar(self, desc: str, total: int, initial: int, position: int) -> Any:
+        """One tqdm bar at a fixed screen line (one display for all concurrent jobs)."""
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, position=position, leave=True,
+                    disable=not self.progress, dynamic_ncols=True)
+
+
+def is_served(entry: Mapping[str, Any]) -> bool:
+    """True for an llm entry served over HTTP (its calls can overlap with other levels')."""
+    return str(entry.get("name", "")).startswith(("http://", "https://"))
+
+
+def run_jobs(spec: GridSpec, llm_job: Callable[[Mapping[str, Any], int], None],
+             system_job: Callable[[Mapping[str, Any], int], None], run: _Run) -> None:
+    """Run every llm level and system: served levels and systems concurrently, local levels in turn.
+
+    Each served endpoint keeps its own ``max_concurrency``; local models run one after
+    another in this thread while the served ones proceed. The first failure stops the
+    others at their next batch (what finished is logged) and is raised after all stopped.
+    """
+    positions, n = {}, 0
+    for entry in spec.llms:
+        positions[id(entry)] = n
+        n += len(spec.retrievers) * len(spec.icl)
+    for entry in spec.systems:
+        positions[id(entry)] = n
+        n += 1
+    threaded = [(llm_job, e) for e in spec.llms if is_served(e)] + [(system_job, e) for e in spec.systems]
+    local = [e for e in spec.llms if not is_served(e)]
+    errors: list[BaseException] = []
+
+    def guarded(job: Callable[[Mapping[str, Any], int], None], entry: Mapping[str, Any]) -> None:
+        try:
+            job(entry, positions[id(entry)])
+        except BaseException as exc:
+            run.stop.set()
+            errors.append(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(threaded))) as pool:
+        futures = [pool.submit(guarded, job, entry) for job, entry in threaded]
+        for entry in local:
+            if run.stop.is_set():
+                break
+            guarded(llm_job, entry)
+        for future in futures:
+            future.result()
+    if errors:
+        raise errors[0]
+
+
+def regrade_logged(done: Mapping[tuple[str, str], dict], items: Sequence[ExamItem], encoder: Any) -> int:
+    """Grade every logged free-text reply again with the current grader; returns how many changed.
+
+    The raw reply is kept in the log, so a better grader never needs the system or the
+    model again: the tables always reflect the current :func:`grade_reply`.
+    """
+    by_id = {it.id: it for it in items}
+    changed = 0
+    for rec in done.values():
+        it = by_id.get(rec.get("item"))
+        if it is None or rec.get("answer_mode") not in ("generate", "system"):
+            continue
+        graded = grade_reply(rec.get("reply"), it.choices, encoder=encoder, question=it.question)
+        if graded.choice != rec.get("chosen") or graded.route != rec.get("grading"):
+            rec.update(graded.to_json(), correct=int(graded.choice == it.answer))
+            changed += 1
+    return changed
+
+
+def generated_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos: Sequence[ExamItem],
+                     request: ScoreRequest, reply: str, graded: GradedReply, *, seconds: float, config: str,
+                     template_sha: str) -> dict[str, Any]:
+    """One answers row of an ``answer: generate`` level: the raw reply and how it was graded."""
+    return {
+        "pipeline": pipeline.id, **pipeline.facets, "icl_k": pipeline.icl, "item": item.id, "answer": item.answer,
+        **graded.to_json(), "correct": int(graded.choice == item.answer), "answer_mode": "generate",
+        "reply": reply, "normalisation": None, "n_passages": len(hits), "passage_ids": [h.passage.id for h in hits],
+        "oracle_in_context": bool(item.chunk_id) and any(h.passage.id == item.chunk_id for h in hits),
+        "demo_ids": [d.id for d in demos],
+        "prompt_sha": hashlib.sha256(request.prompt.encode("utf-8")).hexdigest()[:16],
+        "prompt_chars": len(request.prompt), "template_sha": template_sha, "seconds": seconds,
+        "shared_request": False, "config": config,
+    }
+
+
+def system_record(entry: Mapping[str, Any], item: ExamItem, reply: Mapping[str, Any], graded: GradedReply, *,
+                  seconds: float, config: str, source_found: bool | None) -> dict[str, Any]:
+    """One answers row of a black-box system: its facets, the raw reply, the contexts, the grading."""
+    contexts = reply.get("contexts")
+    return {
+        "pipeline": entry["label"], **entry.get("facets", {}), "item": item.id, "answer": item.answer,
+        **graded.to_json(), "correct": int(graded.choice == item.answer), "answer_mode": "system",
+        "reply": reply["answer"], "contexts": contexts, "n_passages": None if contexts is None else len(contexts),
+        "oracle_in_context": source_found, "normalisation": None, "seconds": seconds, "config": config,
+    }
 
 
 def answer_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos: Sequence[ExamItem],
@@ -271,10 +468,23 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     else:  # leave-one-out over the whole exam file (even when only some items are taken)
         pool = read_exam(spec.exam) if spec.exam.exists() else items
     config = config_hash(spec, exam_sha, corpus_sha)
-    template = spec.prompt
+    axes = grid_axes(spec)
+    templates = dict(axes["prompt"])
     llm_names = [e.get("label", e["name"]) for e in spec.llms]
-    pipelines = [Pipeline(l, r["name"], k) for l in llm_names for r in spec.retrievers for k in spec.icl]
-    result = TakeResult(out, len(items), len(pipelines))
+    varied_k = axes["top_k"] if len(axes["top_k"]) > 1 else [None]
+    varied_prompt = [n for n, _ in axes["prompt"]] if len(axes["prompt"]) > 1 else [None]
+    pipelines = [Pipeline(l, r["name"], k, top_k, prompt) for l in llm_names for r in spec.retrievers
+                 for k in spec.icl for top_k in varied_k for prompt in varied_prompt]
+
+    def context(p: Pipeline, it: ExamItem) -> list[Hit]:
+        """The pipeline's hits: the first top_k of the retriever's ranking at the largest top_k."""
+        return hits[p.retriever][it.id][:p.top_k or spec.top_k]
+
+    def template_of(p: Pipeline) -> Any:
+        """The pipeline's prompt template (the only one when the prompt does not vary)."""
+        return templates[p.prompt] if p.prompt else axes["prompt"][0][1]
+
+    result = TakeResult(out, len(items), len(pipelines) + len(spec.systems))
 
     # retrieval: once per retriever, shared by every LLM and ICL level
     index_dir = spec.index_dir or out / "index"
@@ -285,10 +495,11 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     for rspec in spec.retrievers:
         retriever = build_retriever(rspec, passages, index_dir=index_dir, _shared=shared)
         hits[rspec["name"]] = retrieve_all(retriever, items, spec.top_k)
-        rep = recall_at_k(rspec["name"], hits[rspec["name"]], chunk_of, spec.top_k)
-        recall_rows.append({"retriever": rep.retriever, "kind": rspec["kind"], "k": rep.k, "n_items": rep.n_items,
-                            "n_with_chunk": rep.n_with_chunk, "n_found": rep.n_found, "recall": rep.recall,
-                            "mean_passages": rep.mean_passages})
+        for k in axes["top_k"]:  # recall at each top_k level (prefixes of the largest ranking)
+            rep = recall_at_k(rspec["name"], hits[rspec["name"]], chunk_of, k)
+            recall_rows.append({"retriever": rep.retriever, "kind": rspec["kind"], "k": rep.k,
+                                "n_items": rep.n_items, "n_with_chunk": rep.n_with_chunk, "n_found": rep.n_found,
+                                "recall": rep.recall, "mean_passages": rep.mean_passages})
         if rspec["kind"] == "oracle":
             result.oracle_missing = sum(1 for h in hits[rspec["name"]].values() if not h)
 
@@ -297,64 +508,122 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
     demos = {it.id: draw_demonstrations(it, pool, max_k, seed=spec.seed) for it in items}
 
     log_path = out / "answers.jsonl"
-    done, result.stale_records, result.unreadable_lines = read_log(log_path, config)
-    wanted = {(p.id, it.id) for p in pipelines for it in items}
+    system_configs = {e["label"]: system_config(e, exam_sha) for e in spec.systems}
+    done, result.stale_records, result.unreadable_lines = read_log(log_path, {config, *system_configs.values()})
+    wanted = {(p.id, it.id) for p in pipelines for it in items} | {(e["label"], it.id) for e in spec.systems
+                                                                   for it in items}
     result.resumed_pairs = sum(1 for key in done if key in wanted)
-    log = AnswerLog(log_path)
+    encoder = LazyEncoder()
+    result.regraded = regrade_logged(done, items, encoder)
+    run = _Run(log=AnswerLog(log_path), done=done, result=result, progress=progress)
     models: dict[str, Any] = {}
-    try:
-        for entry in spec.llms:
-            label = entry.get("label", entry["name"])
-            mine = [p for p in pipelines if p.llm == label]
-            pending_items = [it for it in items if any((p.id, it.id) not in done for p in mine)]
-            if not pending_items or not score_pending:
-                continue
-            llm = llm_factory(entry)
+
+    def llm_job(entry: Mapping[str, Any], position: int) -> None:
+        label = entry.get("label", entry["name"])
+        mine = [p for p in pipelines if p.llm == label]
+        pending_items = [it for it in items if any((p.id, it.id) not in done for p in mine)]
+        if not pending_items:
+            return
+        llm = llm_factory(entry)
+        generate_mode = entry.get("answer", "loglik") == "generate"
+        if not generate_mode:
             check_can_score(llm, label)  # a served LLM that cannot score stops here, before any answer
-            models[label] = {"backend_name": llm.name, "source": entry["name"],
-                             "options": {k: v for k, v in entry.items() if k not in ("name", "label")},
-                                     **({"model_dir": portable_model_dir(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
-                                     **({"dtype": llm.dtype_name} if hasattr(llm, "dtype_name") else {})}
-            bars = {p.id: tqdm(total=len(items), initial=sum((p.id, it.id) in done for it in items),
-                               desc=p.id, position=i, leave=True, disable=not progress, dynamic_ncols=True)
-                    for i, p in enumerate(mine)}
-            try:
-                for start in range(0, len(pending_items), spec.batch_items):
-                    batch = pending_items[start:start + spec.batch_items]
-                    todo = [(p, it) for it in batch for p in mine if (p.id, it.id) not in done]
-                    requests = [ScoreRequest(template.render(it, [h.passage for h in hits[p.retriever][it.id]],
-                                                             demos[it.id][:p.icl]), template.continuations(it))
-                                for p, it in todo]
-                    t0 = time.perf_counter()
-                    scores = score_deduplicated(llm, requests, result.dedup, dedup=spec.dedup)
-                    texts: list[str | None] = [None] * len(todo)
-                    if spec.generate is not None:
-                        unique_prompts = list(dict.fromkeys(r.prompt for r in requests))
-                        gen = dict(zip(unique_prompts, llm.generate(unique_prompts, GenerationParams(
-                            **{k: (tuple(v) if k == "stop" else v) for k, v in spec.generate.items()}))))
-                        texts = [gen[r.prompt] for r in requests]
-                    per = (time.perf_counter() - t0) / max(len(set(requests)) if spec.dedup else len(requests), 1)
-                    counts: dict[ScoreRequest, int] = {}
-                    for r in requests:
-                        counts[r] = counts.get(r, 0) + 1
-                    for (p, it), req, sc, text in zip(todo, requests, scores, texts):
-                        rec = answer_record(p, it, hits[p.retriever][it.id], demos[it.id][:p.icl], req, sc,
-                                            normalisation=spec.normalisation, seconds=per,
-                                            shared=spec.dedup and counts[req] > 1, config=config,
-                                            template_sha=template.sha256)
-                        if text is not None:
-                            rec["generated"] = text
-                        log.write(rec)
-                        done[(p.id, it.id)] = rec
-                        result.scored_pairs += 1
-                        bars[p.id].update(1)
-            finally:
-                for bar in bars.values():
-                    bar.close()
-                if isinstance(getattr(llm, "prefix_stats", None), dict):  # prompt tokens run / reused this run
-                    models[label]["prefix_stats"] = dict(llm.prefix_stats)
+        options = {k: v for k, v in entry.items() if k not in LEVEL_KEYS}
+        models[label] = {"backend_name": llm.name, "source": entry["name"], "answer": entry.get("answer", "loglik"),
+                         "options": options,
+                         **({"model_dir": portable_model_dir(llm.model_dir)} if hasattr(llm, "model_dir") else {}),
+                         **({"dtype": llm.dtype_name} if hasattr(llm, "dtype_name") else {})}
+        bars = {p.id: run.bar(p.id, len(items), sum((p.id, it.id) in done for it in items), position + i)
+                for i, p in enumerate(mine)}
+        params = generation_params({**(spec.generate or {}), **({"max_new_tokens": entry["max_new_tokens"]}
+                                                                 if "max_new_tokens" in entry else {})})
+        try:
+            for start in range(0, len(pending_items), spec.batch_items):
+                if run.stop.is_set():
+                    return
+                batch = pending_items[start:start + spec.batch_items]
+                todo = [(p, it) for it in batch for p in mine if (p.id, it.id) not in done]
+                requests = [ScoreRequest(template_of(p).render(it, [h.passage for h in context(p, it)],
+                                                               demos[it.id][:p.icl]), template_of(p).continuations(it))
+                            for p, it in todo]
+                t0 = time.perf_counter()
+                if generate_mode:
+                    prompts = [generation_prompt(r.prompt) for r in requests]
+                    unique = list(dict.fromkeys(prompts))
+                    replies = dict(zip(unique, llm.generate(unique, params)))
+                    per = (time.perf_counter() - t0) / max(len(unique), 1)
+                    for (p, it), req, prompt in zip(todo, requests, prompts):
+                        graded = grade_reply(replies[prompt], it.choices, encoder=encoder, question=it.question)
+                        rec = generated_record(p, it, context(p, it), demos[it.id][:p.icl], req,
+                                               replies[prompt], graded, seconds=per, config=config,
+                                               template_sha=template_of(p).sha256)
+                        run.record((p.id, it.id), rec, bars[p.id])
+                    continue
+                scores = score_deduplicated(llm, requests, result.dedup, dedup=spec.dedup)
+                texts: list[str | None] = [None] * len(todo)
+                if spec.generate is not None:
+                    unique_prompts = list(dict.fromkeys(r.prompt for r in requests))
+                    gen = dict(zip(unique_prompts, llm.generate(unique_prompts, params)))
+                    texts = [gen[r.prompt] for r in requests]
+                per = (time.perf_counter() - t0) / max(len(set(requests)) if spec.dedup else len(requests), 1)
+                counts: dict[ScoreRequest, int] = {}
+                for r in requests:
+                    counts[r] = counts.get(r, 0) + 1
+                for (p, it), req, sc, text in zip(todo, requests, scores, texts):
+                    rec = answer_record(p, it, context(p, it), demos[it.id][:p.icl], req, sc,
+                                        normalisation=spec.normalisation, seconds=per,
+                                        shared=spec.dedup and counts[req] > 1, config=config,
+                                        template_sha=template_of(p).sha256)
+                    if text is not None:
+                        rec["generated"] = text
+                    run.record((p.id, it.id), rec, bars[p.id])
+        finally:
+            for bar in bars.values():
+                bar.close()
+            if isinstance(getattr(llm, "prefix_stats", None), dict):  # prompt tokens run / reused this run
+                models[label]["prefix_stats"] = dict(llm.prefix_stats)
+
+    passage_text = {p.id: p.text for p in passages}
+
+    def system_job(entry: Mapping[str, Any], position: int) -> None:
+        label = entry["label"]
+        pending = [it for it in items if (label, it.id) not in done]
+        models[label] = {"system": {k: v for k, v in entry.items() if k != "label"}}
+        if not pending:
+            return
+        bar = run.bar(label, len(items), len(items) - len(pending), position)
+        functions: dict[str, Callable[..., Any]] = {}
+
+        def one(it: ExamItem) -> None:
+            if run.stop.is_set():
+                return
+            t0 = time.perf_counter()
+            reply = ask_system(entry, it, functions)
+            graded = grade_reply(reply["answer"], it.choices, encoder=encoder, question=it.question)
+            rec = system_record(entry, it, reply, graded, seconds=time.perf_counter() - t0,
+                                config=system_configs[label],
+                                source_found=contexts_contain(reply["contexts"], passage_text.get(it.chunk_id or "")))
+            run.record((label, it.id), rec, bar)
+
+        try:
+            with ThreadPoolExecutor(max_workers=min(int(entry["max_concurrency"]), len(pending))) as pool:
+                futures = [pool.submit(one, it) for it in pending]
+                for future in futures:
+                    try:
+                        future.result()
+                    except BaseException:
+                        run.stop.set()  # the first failure stops this run; finished items stay logged
+                        for f in futures:
+                            f.cancel()
+                        raise
+        finally:
+            bar.close()
+
+    try:
+        if score_pending:
+            run_jobs(spec, llm_job, system_job, run)
     finally:
-        log.close()
+        run.log.close()
 
     result.seconds = time.perf_counter() - started
     write_outputs(spec, out, items, pipelines, done, recall_rows, models, result,
@@ -371,11 +640,68 @@ def answers_frame(records: Iterable[Mapping[str, Any]]):
 
 def accuracy_table(answers) -> "Any":
     """Table 2 layout: rows (llm, retriever), columns ``ICL@k`` accuracies and ``best`` (max over ICL)."""
-    table = answers.pivot_table(index=["llm", "retriever"], columns="icl_k", values="correct", aggfunc="mean")
+    index = ["llm", "retriever"] + [c for c in ("top_k", "prompt") if c in answers.columns]
+    table = answers.pivot_table(index=index, columns="icl_k", values="correct", aggfunc="mean")
     table.columns = [f"ICL@{k}" for k in table.columns]
     table["best"] = table.max(axis=1)
-    table["n_items"] = answers.groupby(["llm", "retriever"])["item"].nunique()
+    table["n_items"] = answers.groupby(index)["item"].nunique()
     return table.reset_index()
+
+
+FACET_NOT_APPLICABLE = "-"
+RECALL_COLUMNS = ["retriever", "kind", "k", "n_items", "n_with_chunk", "n_found", "recall", "mean_passages"]
+
+
+def grid_axes(spec: GridSpec) -> dict[str, list]:
+    """The levels of the top_k and prompt axes (one level each unless the spec gives lists)."""
+    top_ks = sorted(set(spec.top_ks)) if len(set(spec.top_ks)) > 1 else [spec.top_k]
+    prompts = list(spec.prompts) if len(spec.prompts) > 1 else [(spec.prompts[0][0] if spec.prompts else "default",
+                                                                  spec.prompt)]
+    return {"top_k": top_ks, "prompt": prompts}
+
+
+def facet_columns(spec: GridSpec) -> list[str]:
+    """Facet columns of responses.csv: llm, retriever, icl (when the spec has a grid), then the systems' facets.
+
+    An examinee without a facet gets the level ``"-"`` (e.g. a system that declares no retriever).
+    """
+    axes = grid_axes(spec)
+    columns = list(GRID_FACETS) if spec.llms else []
+    if spec.llms and len(axes["top_k"]) > 1:
+        columns.append("top_k")
+    if spec.llms and len(axes["prompt"]) > 1:
+        columns.append("prompt")
+    for entry in spec.systems:
+        columns += [f for f in entry.get("facets", {}) if f not in columns]
+    return columns
+
+
+def grading_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per examinee answering in free text: n, correct and the count of each grading route."""
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        if r.get("answer_mode") not in ("generate", "system"):
+            continue
+        c = out.setdefault(r["pipeline"], {"n": 0, "correct": 0, **{k: 0 for k in ROUTES}})
+        c["n"] += 1
+        c["correct"] += int(r["correct"])
+        c[r["grading"]] = c.get(r["grading"], 0) + 1
+    return out
+
+
+def system_recall_rows(spec: GridSpec, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """recall rows for systems that report their contexts: was the item's source passage among them."""
+    rows = []
+    for entry in spec.systems:
+        mine = [r for r in records if r["pipeline"] == entry["label"]]
+        known = [r for r in mine if r.get("oracle_in_context") is not None]
+        if not known:
+            continue
+        found = sum(bool(r["oracle_in_context"]) for r in known)
+        rows.append({"retriever": entry["label"], "kind": "system", "k": None, "n_items": len(mine),
+                     "n_with_chunk": len(known), "n_found": found, "recall": found / len(known),
+                     "mean_passages": sum(r["n_passages"] or 0 for r in known) / len(known)})
+    return rows
 
 
 def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipelines: Sequence[Pipeline],
@@ -386,21 +712,35 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
 
     from ..responses import ResponseMatrix
 
-    order = {p.id: i for i, p in enumerate(pipelines)}
+    ids = [p.id for p in pipelines] + [e["label"] for e in spec.systems]
+    order = {pid: i for i, pid in enumerate(ids)}
     item_order = {it.id: i for i, it in enumerate(items)}
     logged = [r for key, r in done.items() if key[0] in order and key[1] in item_order]
-    reread = sum(1 for r in logged if r.get("normalisation") != spec.normalisation)
+    reread = sum(1 for r in logged if r.get(f"chosen_{spec.normalisation}") is not None
+                 and r.get("normalisation") != spec.normalisation)
     records = sorted((under_normalisation(r, spec.normalisation) for r in logged),
                      key=lambda r: (order[r["pipeline"]], item_order[r["item"]]))
     answers = answers_frame(records)
-    pd.DataFrame(recall_rows).to_csv(out / "retrieval_recall.csv", index=False)
-    n_missing = result.missing_pairs = len(pipelines) * len(items) - len(answers)
+    recall_rows = list(recall_rows) + system_recall_rows(spec, records)
+    pd.DataFrame(recall_rows, columns=RECALL_COLUMNS).to_csv(out / "retrieval_recall.csv", index=False)
+    n_missing = result.missing_pairs = len(ids) * len(items) - len(answers)
+    result.grading = grading_counts(records)
     if len(answers):
+        facets = facet_columns(spec)
+        for column in facets:
+            if column not in answers.columns:
+                answers[column] = None
+        answers[facets] = answers[facets].astype(object).where(answers[facets].notna(), FACET_NOT_APPLICABLE)
         answers.to_parquet(out / "answers.parquet", index=False)
-        long = answers[["item", "pipeline", "correct", "llm", "retriever", "icl"]].rename(
+        long = answers[["item", "pipeline", "correct", *facets]].rename(
             columns={"pipeline": "examinee", "correct": "response"})
         ResponseMatrix.from_long(long).save(out / "responses.csv")
-        accuracy_table(answers).to_csv(out / "accuracy.csv", index=False)
+        grid = answers[answers["pipeline"].isin({p.id for p in pipelines})]
+        if len(grid):
+            accuracy_table(grid).to_csv(out / "accuracy.csv", index=False)
+        if result.grading:
+            pd.DataFrame([{"examinee": k, **v, "accuracy": v["correct"] / max(v["n"], 1)}
+                          for k, v in result.grading.items()]).to_csv(out / "grading.csv", index=False)
     provenance = {
         "spec": {"path": portable_path(spec.source), "sha256": spec.sha256, "content": spec.raw},
         "exam": {"path": portable_path(spec.exam), "sha256": hashes["exam"], "n_items": len(items)},
@@ -408,21 +748,28 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
         "icl_pool": portable_path(spec.icl_pool) if spec.icl_pool else "exam (leave-one-out)",
         "config_hash": hashes["config"],
         "prompt_template": {"sha256": spec.prompt.sha256, **spec.prompt.__dict__},
+        "prompt_templates": {n: {"sha256": t.sha256, **t.__dict__} for n, t in grid_axes(spec)["prompt"]},
+        "top_ks": grid_axes(spec)["top_k"],
         "seed": spec.seed, "top_k": spec.top_k, "normalisation": spec.normalisation, "dedup": spec.dedup,
         "generate": spec.generate, "models": dict(models), "retrievers": spec.retrievers,
-        "pipelines": [p.id for p in pipelines], "versions": _versions(),
+        "pipelines": [p.id for p in pipelines], "systems": [e["label"] for e in spec.systems],
+        "grading": {"counts": result.grading, "routes": list(ROUTES), "grader_version": GRADER_VERSION,
+                    "rule": "explicit letter, else one candidate's text, else abstention, else MiniLM cosine "
+                            "with a margin; abstained and unparseable replies score 0"},
+        "versions": _versions(),
         "counts": {"scored_now": result.scored_pairs, "resumed": result.resumed_pairs,
                    "stale_log_records": result.stale_records, "unreadable_log_lines": result.unreadable_lines,
                    "missing_pairs": n_missing, "score_requests": result.dedup.requested,
                    "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing,
-                   "answers_reread_under_normalisation": reread},
+                   "answers_reread_under_normalisation": reread, "replies_regraded": result.regraded},
         "seconds": result.seconds,
     }
     previous = out / "provenance.json"
     if previous.exists():  # a resumed run keeps the model details of LLMs loaded by earlier runs
         try:
             old_models = json.loads(previous.read_text(encoding="utf-8")).get("models", {})
-            provenance["models"] = {**{k: v for k, v in old_models.items() if k in {e.get("label", e["name"]) for e in spec.llms}},
+            keep = {e.get("label", e["name"]) for e in spec.llms} | {e["label"] for e in spec.systems}
+            provenance["models"] = {**{k: v for k, v in old_models.items() if k in keep},
                                     **provenance["models"]}
         except (OSError, json.JSONDecodeError):
             pass
