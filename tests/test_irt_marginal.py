@@ -278,3 +278,27 @@ def test_saving_over_a_fit_replaces_it_whole_and_a_mixed_folder_is_refused(tmp_p
     (tmp_path / "notafit" / "data.csv").write_text("x")
     with pytest.raises(IrtexamError, match="holds no fit"):
         plain.save(tmp_path / "notafit")
+
+
+@pytest.mark.parametrize("kind, grouped", [("3pl", False), ("grm", False), ("1pl", False), ("2pl", True)])
+def test_louis_information_equals_the_full_hessian(kind, grouped):
+    """Louis' identity (the estimator's information) against JAX differentiating the marginal posterior twice."""
+    import jax
+    import jax.numpy as jnp
+    from functools import partial
+
+    responses, _ = simulate(5, 240, model=kind, seed=2, missing=0.1)
+    max_score = responses.max_score if kind == "grm" else 1
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind=kind)
+    groups = mg.make_groups(["r"] * 120 + ["f"] * 120, 240) if grouped else None
+    result = em.em_estimate(spec, y, mask, max_score=max_score, groups=groups, se=False, polish=False)
+    with jax.enable_x64(True):
+        args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
+                jnp.asarray(em.one_hot_responses(y, mask, max_score + 1)), jnp.asarray(result.groups.index),
+                jnp.asarray(result.nodes), {k: jnp.asarray(v) for k, v in result.hyper.items()})
+        louis = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec)
+        full = jax.hessian(partial(mg.marginal_log_posterior, layout=result.layout, columns=result.columns,
+                                   spec=spec))(result.layout.flatten(*args[:3]), *args)
+        assert louis.shape == full.shape == (result.layout.size,) * 2
+        assert float(jnp.abs(louis - full).max()) < 1e-8 * float(jnp.abs(full).max())
