@@ -43,6 +43,7 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout) -> dict[str, Ca
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
+            "prior_total": jax.jit(lambda X, hyper: item_log_prior(X, columns, spec, hyper).sum()),
             "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
                 partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
 
@@ -64,6 +65,7 @@ class MarginalResult:
     loglik: float                   # marginal log-likelihood (no prior)
     log_posterior: float
     covariance: np.ndarray | None   # (P, P) of the free parameters (Layout order), None without se
+    covariance_root: np.ndarray | None
     information: str | None         # "observed" (exact Hessian) or "crossprod" (empirical)
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -132,28 +134,57 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         free = jnp.asarray(free_rows, dtype=X.dtype)
         compiled = kernels(columns, spec, layout)
         e_step, m_step, hyper_step = compiled["e_step"], compiled["m_step"], compiled["hyper_step"]
-        converged, cycle, change, loglik = False, 0, np.inf, -np.inf
-        history: list[float] = []
-        for cycle in range(1, max_cycles + 1):
+        prior_total = compiled["prior_total"]
+        free_mean, free_sd = jnp.asarray(groups.free_mean), jnp.asarray(groups.free_sd)
+
+        def em_map(state: tuple, hyper: dict) -> tuple[tuple, dict, float]:
+            """One EM cycle from ``state`` = (X, mean, log_sd): the new state, hyperparameters, and the
+            marginal log posterior at ``state`` (its E-step gives the log-likelihood there)."""
+            X, mean, log_sd = state
             w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
-            loglik = float(ll)
-            history.append(loglik)
             X_new, _ = m_step(X, counts, nodes, hyper, free)
             new_mean, new_log_sd = compiled["moments"](w, group, groups.n, nodes)
-            new_mean = jnp.where(jnp.asarray(groups.free_mean), new_mean, mean)
-            new_log_sd = jnp.where(jnp.asarray(groups.free_sd), new_log_sd, log_sd)
-            change = float(max(jnp.abs(X_new - X).max(), jnp.abs(new_mean - mean).max(),
-                               jnp.abs(new_log_sd - log_sd).max()))
-            X, mean, log_sd = X_new, new_mean, new_log_sd
-            hyper = hyper_step(X, hyper=hyper) if hyper else hyper
-            if progress is not None:
-                progress(cycle, loglik, change)
+            new_state = (X_new, jnp.where(free_mean, new_mean, mean), jnp.where(free_sd, new_log_sd, log_sd))
+            value = float(ll + prior_total(X, hyper))
+            return new_state, (hyper_step(X_new, hyper=hyper) if hyper else hyper), value
+
+        def distance(a: tuple, b: tuple) -> float:
+            return float(max(jnp.abs(u - v).max() for u, v in zip(a, b)))
+
+        state = (X, mean, log_sd)
+        converged, cycle, change, value = False, 0, np.inf, -np.inf
+        history: list[float] = []
+        while cycle < max_cycles:
+            # SQUAREM (Varadhan & Roland 2008, S3): two EM cycles, a step along their squared extrapolation,
+            # one stabilising cycle; plain EM's second cycle is kept whenever the extrapolation lowers
+            # the marginal posterior or leaves it non-finite
+            one, hyper1, value = em_map(state, hyper)
+            two, hyper2, _ = em_map(one, hyper1)
+            cycle += 2
+            history.append(value)
+            change = distance(two, one)
             if not np.isfinite(change):
                 raise IrtexamError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
                                    "or a model with fewer parameters")
+            if progress is not None:
+                progress(cycle, value, change)
             if change < tol:
-                converged = True
+                state, hyper, converged = two, hyper2, True
                 break
+            r = [u - v for u, v in zip(one, state)]
+            v = [a - 2 * b + c for a, b, c in zip(two, one, state)]
+            r_norm = float(np.sqrt(sum(float(jnp.sum(x ** 2)) for x in r)))
+            v_norm = float(np.sqrt(sum(float(jnp.sum(x ** 2)) for x in v)))
+            alpha = -max(r_norm / max(v_norm, 1e-300), 1.0)
+            jumped = tuple(s0 - 2 * alpha * ri + alpha ** 2 * vi for s0, ri, vi in zip(state, r, v))
+            landed, hyper3, jumped_value = em_map(jumped, hyper2)
+            cycle += 1
+            if np.isfinite(jumped_value) and jumped_value >= value and all(
+                    bool(jnp.all(jnp.isfinite(x))) for x in landed):
+                state, hyper = landed, hyper3
+            else:
+                state, hyper = two, hyper2
+        X, mean, log_sd = state
         em_seconds = time.perf_counter() - started
         objective = compiled["objective"]
         args = (X, mean, log_sd, onehot, group, nodes, hyper)
@@ -184,7 +215,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
         loglik = float(ll)
         log_post = float(objective(layout.flatten(X, mean, log_sd), *args)) if layout.size else loglik
-        covariance = None
+        covariance = root = None
         information = None
         if se and layout.size:
             if exact:
@@ -197,13 +228,14 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 if spec.item_prior != "none":
                     info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
                 information = "crossprod"
-            covariance = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
+            covariance, root = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
         result = MarginalResult(
             X=np.asarray(X, dtype=np.float64), columns=columns, mean=np.asarray(mean, dtype=np.float64),
             log_sd=np.asarray(log_sd, dtype=np.float64), hyper={k: float(v) for k, v in hyper.items()},
             groups=groups, layout=layout, nodes=np.asarray(nodes), weights=np.asarray(w, dtype=np.float64),
-            loglik=loglik, log_posterior=log_post, covariance=covariance, information=information,
-            info={"solver": "em", "converged": converged, "cycles": cycle, "max_change": change, "tol": tol,
+            loglik=loglik, log_posterior=log_post, covariance=covariance,
+            covariance_root=root if covariance is not None else None, information=information,
+            info={"solver": "em (SQUAREM-accelerated)", "converged": converged, "cycles": cycle, "max_change": change, "tol": tol,
                   "newton_steps": newton_steps, "em_seconds": em_seconds,
                   "seconds": time.perf_counter() - started, "nodes": n_nodes, "loglik_history_tail": history[-3:]})
     return result
@@ -220,8 +252,16 @@ def _prior_curvature(blocks: np.ndarray, layout: Layout) -> np.ndarray:
     return out
 
 
-def _safe_inverse(matrix: np.ndarray) -> np.ndarray:
-    """Inverse of a symmetric information matrix; a pseudo-inverse (eigenvalues floored) when it is singular."""
-    values, vectors = np.linalg.eigh(matrix)
-    floor = max(values.max(), 1.0) * 1e-10
-    return (vectors / np.maximum(values, floor)) @ vectors.T
+def _safe_inverse(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(covariance, a square root L with L L' = covariance) of a symmetric information matrix: by Cholesky,
+    or, when it is not positive definite, by eigenvalues floored at 1e-10 of the largest."""
+    try:
+        lower = np.linalg.cholesky(matrix)
+        inverse_lower = np.linalg.solve(lower, np.eye(len(matrix)))   # L^-1; covariance = L^-T L^-1
+        root = inverse_lower.T
+        return root @ inverse_lower, root
+    except np.linalg.LinAlgError:
+        values, vectors = np.linalg.eigh(matrix)
+        floor = max(values.max(), 1.0) * 1e-10
+        root = vectors / np.sqrt(np.maximum(values, floor))
+        return root @ root.T, root

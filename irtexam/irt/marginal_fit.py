@@ -254,10 +254,7 @@ def _item_draws(result: em.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.
     """Reported-scale item draws: free parameters ~ N(estimate, covariance), anchors fixed."""
     layout = result.layout
     flat = np.asarray(mg_flatten(result), dtype=np.float64)
-    cov = result.covariance
-    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
-    root = vectors * np.sqrt(np.maximum(values, 0.0))
-    draws = flat + rng.standard_normal((n, len(flat))) @ root.T
+    draws = flat + rng.standard_normal((n, len(flat))) @ result.covariance_root.T
     rows = np.flatnonzero(layout.free_rows)
     X = np.broadcast_to(result.X, (n,) + result.X.shape).copy()
     X[:, rows] = draws[:, :len(rows) * layout.n_columns].reshape(n, len(rows), layout.n_columns)
