@@ -14,7 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION="0.3.36"
 mode="${1:-install}"
-cache="${IRTEXAM_CACHE:-$HOME/.cache/irtexam}/wheels"
+# a portable build (AVX2, no -march=native): on CPUs with AMX tiles (Sapphire Rapids) a native build takes
+# ggml's AMX path, which segfaults on the first completion in VMs that do not grant the AMX state
+# (seen here: SIGSEGV in ggml_backend_amx_mul_mat); the folder name keeps native wheels of earlier
+# versions of this script from being reused
+cache="${IRTEXAM_CACHE:-$HOME/.cache/irtexam}/wheels/portable-avx2"
 mkdir -p "$cache"
 py=".venv/bin/python"
 [ -x "$py" ] || py="${PYTHON:-python3.11}"
@@ -43,7 +47,8 @@ if [ -z "$wheel" ]; then
     # Only the shared libraries the Python package loads: no multimodal (mtmd/llava), tests,
     # examples, tools or the C++ server.
     CMAKE_ARGS="${CMAKE_ARGS:-} -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
--DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
     CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
         "$py" -m pip --disable-pip-version-check -q wheel --no-deps --no-binary llama-cpp-python \
         "llama-cpp-python==$VERSION" -w "$cache"
