@@ -36,6 +36,9 @@ _LAZY = {
     "exam_table": ("irtexam.analysis.categories", "exam_table"),
 }
 
+# sub-packages reachable as attributes after a plain `import irtexam` (irtexam.analysis.categorize(...))
+_SUBMODULES = ("analysis", "plotting", "irt", "bank", "exam", "grading", "responses")
+
 __all__ = sorted(_LAZY) + ["__version__"]
 
 
@@ -45,8 +48,12 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(module_name), attribute)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"irtexam.{name}")
+        globals()[name] = module
+        return module
     raise AttributeError(f"module 'irtexam' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return __all__ + list(_SUBMODULES)

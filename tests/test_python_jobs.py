@@ -301,3 +301,18 @@ def test_the_three_example_scripts_run_and_draw(tmp_path, capsys):
     rm = ResponseMatrix.read(ROOT / "data/responses/responses.csv.gz")
     assert kept and set(kept) <= set(rm.separating_items())
     assert (tmp_path / "fit" / "items.csv").exists() and not (tmp_path / "fit" / "fit.nc").exists()
+
+
+def test_subpackages_are_attributes_after_a_plain_import():
+    """`import irtexam; irtexam.analysis.categorize(irtexam.read_exam(path))`, as a newcomer writes it, in a fresh
+    process (no earlier import of irtexam.analysis), without torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, irtexam; exam = irtexam.read_exam('data/real_run/exam.jsonl'); "
+            "table = irtexam.analysis.categorize(exam); assert list(table.index) == [it.id for it in exam]; "
+            "assert callable(irtexam.plotting.plot_item_information); assert 'torch' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parents[1]))
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.strip() == "ok"
