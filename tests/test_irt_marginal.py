@@ -165,7 +165,7 @@ def test_em_mode_has_zero_gradient():
     responses, _ = simulate(15, 800, model="3pl", seed=8)
     y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
     spec = mdl.ModelSpec(kind="3pl")
-    result = em.em_estimate(spec, y, mask)
+    result = em.em_estimate(spec, y, mask, polish=True)
     assert result.info["converged"] and result.info["newton_steps"] >= 1
     import jax
     import jax.numpy as jnp

@@ -215,14 +215,47 @@ def block_hessians(fun: Callable[[Any], Any], X: Any) -> tuple[Any, Any]:
     return g, jnp.stack(columns, axis=-1)
 
 
+def small_cholesky_solve(A: Any, b: Any) -> tuple[Any, Any]:
+    """Solve A x = b for a batch of small symmetric matrices A (n, p, p), b (n, p) by a Cholesky factorisation
+    written out for the static p (no LAPACK call, so the compiled program can be stored and reloaded).
+
+    Returns (x, the smallest pivot A_jj - sum_k L_jk^2 of each matrix: > 0 iff A is positive definite).
+    """
+    p = A.shape[-1]
+    L = [[None] * p for _ in range(p)]
+    pivots = []
+    for j in range(p):
+        pivot = A[:, j, j] - sum((L[j][k] ** 2 for k in range(j)), jnp.zeros_like(A[:, 0, 0]))
+        pivots.append(pivot)
+        L[j][j] = jnp.sqrt(jnp.maximum(pivot, 1e-300))
+        for i in range(j + 1, p):
+            L[i][j] = (A[:, i, j] - sum((L[i][k] * L[j][k] for k in range(j)), jnp.zeros_like(pivot))) / L[j][j]
+    z: list[Any] = []
+    for i in range(p):
+        z.append((b[:, i] - sum((L[i][k] * z[k] for k in range(i)), jnp.zeros_like(b[:, 0]))) / L[i][i])
+    x: list[Any] = [None] * p
+    for i in reversed(range(p)):
+        x[i] = (z[i] - sum((L[k][i] * x[k] for k in range(i + 1, p)), jnp.zeros_like(b[:, 0]))) / L[i][i]
+    return jnp.stack(x, axis=-1), jnp.min(jnp.stack(pivots, axis=-1), axis=-1)
+
+
+LIFTS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)  # trial shifts, in units of the block's largest diagonal
+
+
 def damped_newton_direction(g: Any, H: Any, max_step: float = 1.0) -> Any:
-    """Per row: d = (-H + lambda I)^{-1} g, lambda lifting -H to positive definite, |d| capped at ``max_step``."""
+    """Per row: d = (-H + lambda I)^{-1} g with the smallest lambda of :data:`LIFTS` (times the block's scale)
+    that makes -H + lambda I positive definite, else Gershgorin's shift (lambda >= -min_i (A_ii - sum_j |A_ij|),
+    which always does); |d| capped at ``max_step``."""
     neg = -0.5 * (H + jnp.swapaxes(H, -1, -2))
-    smallest = jnp.linalg.eigvalsh(neg)[..., 0]
-    scale = jnp.maximum(jnp.abs(jnp.diagonal(neg, axis1=-2, axis2=-1)).max(axis=-1), 1e-8)
-    lift = jnp.where(smallest > 1e-8 * scale, 0.0, 1e-4 * scale - smallest)
+    diagonal = jnp.diagonal(neg, axis1=-2, axis2=-1)
+    scale = jnp.maximum(jnp.abs(diagonal).max(axis=-1), 1e-8)
     eye = jnp.eye(H.shape[-1], dtype=H.dtype)
-    step = jnp.linalg.solve(neg + lift[:, None, None] * eye, g[..., None])[..., 0]
+    off = jnp.abs(neg).sum(axis=-1) - jnp.abs(diagonal)
+    step, _ = small_cholesky_solve(neg + (jnp.maximum(0.0, -(diagonal - off).min(axis=-1)) + 1e-4 * scale)[:, None,
+                                                                                                          None] * eye, g)
+    for lift in reversed(LIFTS):  # the smallest positive-definite shift wins
+        trial, smallest = small_cholesky_solve(neg + (lift * scale)[:, None, None] * eye, g)
+        step = jnp.where((smallest > 1e-10 * scale)[:, None], trial, step)
     longest = jnp.abs(step).max(axis=-1, keepdims=True)
     return step * jnp.minimum(1.0, max_step / jnp.maximum(longest, 1e-300))
 
