@@ -100,7 +100,7 @@ def test_cli_prune_real_3pl_fit_drops_planted_noise_items_first(tmp_path, capsys
                tmp_path / "exam.jsonl")
     out = tmp_path / "out"
     assert main(["prune", str(tmp_path / "responses.csv"), "--model", "3pl", "--drop", "0.1", "--steps", "1",
-                 "--out", str(out), "--exam", str(tmp_path / "exam.jsonl")]) == 0
+                 "--method", "map", "--out", str(out), "--exam", str(tmp_path / "exam.jsonl")]) == 0
     printed = capsys.readouterr().out
     assert "pruned 30 -> 27 items" in printed
     dec = pd.read_csv(out / "decisions.csv").set_index("item")
