@@ -158,6 +158,12 @@ def _main(argv: list[str]) -> int:
         print(f"irtexam {args.command}: interrupted; finished work is kept and a re-run resumes.",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`irtexam fit ... | head`): the work is done and saved
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

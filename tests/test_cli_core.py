@@ -135,3 +135,20 @@ def test_auto_facets_skip_single_level_columns_and_say_so(tmp_path, capsys):
     assert "method: NUTS (auto: a hierarchical fit of 12 items" in printed and "1PL fit by NUTS" in printed
     facets = pd.read_csv(tmp_path / "o" / "facets.csv")
     assert set(facets["facet"]) == {"llm"}
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """`irtexam fit ... | head`: the reader goes away; the command stops without a traceback, exit 141 (as a
+    shell's for SIGPIPE), like any Unix tool whose output nobody reads."""
+    import subprocess
+    import sys
+
+    import irtexam
+
+    responses, _ = irtexam.simulate(6, 60, model="2pl", seed=1)
+    responses.save(tmp_path / "r.csv")
+    script = (f"'{sys.executable}' -m irtexam.cli fit '{tmp_path / 'r.csv'}' --model 2pl --out '{tmp_path / 'fit'}' "
+              "| true; echo ${PIPESTATUS[0]}")  # `true` leaves before the first line is printed
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
+    assert out.stdout.strip() == "141"
