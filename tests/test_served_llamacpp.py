@@ -330,9 +330,10 @@ def kill_before_call(server: LlamaCppServer, client: OpenAICompatibleLLM, n: int
 
 def served_factory(made: list, **options):
     from irtexam.llm import load_llm
+    from irtexam.pipelines.take import LEVEL_KEYS  # entry keys that describe the level, not the backend
 
     def factory(entry):
-        opts = {k: v for k, v in entry.items() if k not in ("name", "label")}
+        opts = {k: v for k, v in entry.items() if k not in LEVEL_KEYS}
         llm = load_llm(entry["name"], **{**opts, **options})
         made.append(llm)
         return llm
