@@ -21,6 +21,9 @@ allowed for the text formats).
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +97,9 @@ def read_long_table(path: str | Path) -> pd.DataFrame:
                          path=str(path)) from None
     except ValueError as exc:
         raise InputError(f"could not be parsed as {fmt}: {exc}", path=str(path)) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a truncated or corrupt gzip
+        raise InputError(f"the compressed file is corrupt or cut short ({exc}); write it again", path=str(path)) \
+            from None
     return frame
 
 
@@ -105,7 +111,6 @@ def _write_delimited(frame: pd.DataFrame, path: Path, sep: str, *, gzipped: bool
     written by pandas instead (quoted where needed). Either way pandas reads it back
     identically.
     """
-    import gzip
     import io
 
     import pyarrow as pa

@@ -152,3 +152,23 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
     assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
     assert out.stdout.strip() == "141"
+
+
+def test_corrupt_gzip_and_an_unusable_out_are_one_line_errors(tmp_path, capsys):
+    """A truncated or fake .gz input and an --out that is a file end in one line naming the path (no traceback);
+    the --out check comes before any fitting."""
+    import gzip
+
+    good = gzip.compress(b"item,examinee,response\n" + b"".join(f"q{i},e{m},{(i + m) % 2}\n".encode()
+                                                                 for i in range(5) for m in range(40)))
+    (tmp_path / "cut.csv.gz").write_bytes(good[: len(good) // 2])
+    (tmp_path / "fake.csv.gz").write_bytes(b"not a gzip file")
+    for name in ("cut.csv.gz", "fake.csv.gz"):
+        assert main(["fit", str(tmp_path / name), "--model", "2pl", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and name in err and "corrupt or cut short" in err
+    (tmp_path / "full.csv.gz").write_bytes(good)
+    (tmp_path / "taken").write_text("a file")
+    assert main(["fit", str(tmp_path / "full.csv.gz"), "--model", "2pl", "--out", str(tmp_path / "taken")]) == 2
+    out, err = capsys.readouterr()
+    assert "is a file, not a folder" in err and "fit by" not in out  # refused before the fit

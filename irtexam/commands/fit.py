@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     from ..irt.fit import fit, resolve_method
     from ..responses import ResponseMatrix
 
+    from ..irt.io import check_output_folder
+
+    check_output_folder(args.out)  # before any work: an unusable --out fails now, not after the fit
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
     facets = resolve_facets(args.facets, responses)
     method = resolve_method(args.method, facets, responses.n_items)

@@ -56,18 +56,14 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
     folder take turns (a lock file beside it). ``meta.json`` records a run id and every file's
     size, which :func:`read_fit` checks.
     """
-    directory = Path(directory).resolve()
-    if directory.exists() and not directory.is_dir():
-        raise InputError("exists and is a file, not a folder; choose another --out", path=str(directory))
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / "meta.json").exists():
-        raise InputError("exists, is not empty and holds no fit (no meta.json); choose a new or empty folder "
-                         "so that nothing in it is overwritten", path=str(directory))
-    try:
-        directory.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the folder's parent ({exc.strerror})", path=str(directory)) from None
-    with _folder_lock(directory):
-        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+    directory = check_output_folder(directory)
+    with contextlib.ExitStack() as stack:
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_folder_lock(directory))
+            staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+        except OSError as exc:
+            raise InputError(f"cannot write the fit folder here ({exc.strerror})", path=str(directory)) from None
         try:
             _write_fit(result, staging, netcdf)
             if directory.exists():
@@ -80,6 +76,23 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    return directory
+
+
+def check_output_folder(directory: str | Path) -> Path:
+    """The resolved path of a fit folder to write, or a one-line error before any work: a file, a non-empty
+    folder that holds no fit (its files would be lost), or a place where nothing can be written."""
+    directory = Path(directory).resolve()
+    if directory.exists() and not directory.is_dir():
+        raise InputError("exists and is a file, not a folder; choose another --out", path=str(directory))
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / "meta.json").exists():
+        raise InputError("exists, is not empty and holds no fit (no meta.json); choose a new or empty folder "
+                         "so that nothing in it is overwritten", path=str(directory))
+    parent = directory.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the fit folder: {parent} is not a writable folder", path=str(directory))
     return directory
 
 
