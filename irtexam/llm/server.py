@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -363,6 +364,8 @@ class LlamaCppServer:
     (:func:`echo_logprobs_fast`), leaving every other request to the stock code.
     """
 
+    instances: "weakref.WeakSet[LlamaCppServer]" = weakref.WeakSet()  # for tests: report servers that died
+
     def __init__(self, model_path: str | Path, *, alias: str = "served", host: str = "127.0.0.1",
                  port: int | None = None, api_key: str | None = None, n_threads: int = 1, n_ctx: int = 2048,
                  python: str | None = None, log_path: str | Path | None = None, patched: bool = False) -> None:
@@ -375,11 +378,28 @@ class LlamaCppServer:
         self.log_path = Path(log_path) if log_path else None
         self.patched = patched
         self.proc: Any = None
+        self.death_reported = False
+        LlamaCppServer.instances.add(self)
 
     @property
     def url(self) -> str:
         """``http://host:port/v1``."""
         return f"http://{self.host}:{self.port}/v1"
+
+    def death_report(self, lines: int = 15) -> str | None:
+        """None while the process runs (or was never started, or was killed or stopped on purpose);
+        once it has died by itself: its exit code or signal and the last ``lines`` lines of its log."""
+        import signal
+
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        code = self.proc.returncode
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        tail = ""
+        if self.log_path and self.log_path.exists():
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+            tail = "; last log lines:\n" + "\n".join(text)
+        return f"llama.cpp server {self.url} ({self.model_path.name}) died with {how}{tail}"
 
     def command(self) -> list[str]:
         """The command line that starts the server."""
