@@ -15,7 +15,8 @@ import sys
 import warnings
 from typing import Sequence
 
-from .errors import IrtexamError
+from .errors import IrtexamError, user_error_message
+from .options import OneLineArgumentParser
 
 # Order here is the order in `irtexam --help`.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -87,7 +88,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _new_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="irtexam",
         description="Evaluate RAG pipelines with generated exams and item response theory.",
     )
@@ -138,9 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def debug_requested(argv: Sequence[str]) -> bool:
+    """``--debug`` anywhere in the arguments, or ``IRTEXAM_DEBUG=1``: show the traceback of any error."""
+    import os
+
+    return "--debug" in argv or os.environ.get("IRTEXAM_DEBUG", "") not in ("", "0")
+
+
 def _main(argv: list[str]) -> int:
+    debug = debug_requested(argv)
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser(_command_name(argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a one-line usage error (2): returned, as every other outcome
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -148,15 +161,11 @@ def _main(argv: list[str]) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
-    except IrtexamError as exc:
-        print(f"irtexam {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"irtexam {args.command}: error: file not found: {exc.filename}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print(f"irtexam {args.command}: interrupted; finished work is kept and a re-run resumes.",
-              file=sys.stderr)
+        resumes = args.command in RESUMABLE_COMMANDS
+        print(f"irtexam {args.command}: interrupted; "
+              + ("finished calls are kept and a re-run of the same command resumes."
+                 if resumes else "nothing was written; a re-run starts over."), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`irtexam fit ... | head`): the work is done and saved
         import os
@@ -164,6 +173,16 @@ def _main(argv: list[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 141
+    except Exception as exc:  # noqa: BLE001 - only user-caused errors are translated; others re-raised
+        message = user_error_message(exc)
+        if message is None or debug:
+            raise
+        print(f"irtexam {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+# Commands whose finished calls are cached and skipped on a re-run (take, generate, verify, grade).
+RESUMABLE_COMMANDS = frozenset({"take", "generate", "verify", "grade", "demo"})
 
 
 if __name__ == "__main__":  # pragma: no cover

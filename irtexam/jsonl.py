@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import InputError
+from .errors import InputError, reading
 
 
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -18,7 +18,7 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     path = str(path)
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with reading(path), opener(path, "rt", encoding="utf-8") as handle:
         for row, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -151,7 +151,7 @@ def test_bad_input_one_line_errors(fitdir, tmp_path, capsys):
     assert "no item parameter columns" in capsys.readouterr().err
     assert main(["adapt", str(fit), "--replay", str(responses), "--examinee", examinee, "--se-target", "0",
                  "--out", str(tmp_path / "o")]) == 2
-    assert "--se-target must be a positive" in capsys.readouterr().err
+    assert "argument --se-target: must be a finite number > 0, got '0'" in capsys.readouterr().err
     other = tmp_path / "other.csv"
     pd.DataFrame({"item": [f"z{j}" for j in range(10)], "examinee": "e", "response": 1}).to_csv(other, index=False)
     assert main(["adapt", str(fit), "--replay", str(other), "--examinee", "e", "--out", str(tmp_path / "o")]) == 2

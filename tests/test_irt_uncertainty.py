@@ -333,7 +333,7 @@ def test_cli_heldout_out_of_range_is_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["fit", str(responses), "--heldout", "1.5", "--out", str(tmp_path / "fit")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "held-out fraction must be 0 (none) or in (0, 0.5]" in err and "\n" not in err
+    assert "argument --heldout: must be a finite number in [0, 0.5], got '1.5'" in err and "\n" not in err
 
 
 @pytest.mark.parametrize("model,extra", [("1pl", []), ("2pl", []), ("3pl", []), ("3pl", ["--guessing", "0.25"]),

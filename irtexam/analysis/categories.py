@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, reading
 
 BLOOM_LEVELS: tuple[str, ...] = ("remember", "understand", "apply", "analyze", "evaluate", "create")
 UNCATEGORISED = "uncategorised"
@@ -88,7 +88,8 @@ def load_keyword_table(source: str | Path | Mapping[str, Iterable[str]]) -> dict
     path = None
     if isinstance(source, (str, Path)):
         path = str(source)
-        text = Path(source).read_text(encoding="utf-8")
+        with reading(path, "keywords file"):
+            text = Path(source).read_text(encoding="utf-8")
         if path.endswith(".json"):
             try:
                 data = json.loads(text)

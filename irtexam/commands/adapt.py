@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..options import NONNEG_INT, POSITIVE_FLOAT, POSITIVE_INT, SEED
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``adapt`` sub-command."""
@@ -23,9 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--exam", help="live: the exam JSONL the fit was calibrated on")
     p.add_argument("--spec", metavar="GRID", help="live: grid spec (YAML) with the pipeline's LLM and retriever")
     p.add_argument("--pipeline", metavar="LABEL", help="live: LLM|RETRIEVER|iclK (a single-pipeline spec needs none)")
-    p.add_argument("--se-target", type=float, default=0.3, help="stop when the ability's posterior sd <= this (0.3)")
-    p.add_argument("--max-items", type=int, default=30, help="stop after this many items (default 30)")
-    p.add_argument("--min-items", type=int, default=5, help="never stop before this many items (default 5)")
+    p.add_argument("--se-target", type=POSITIVE_FLOAT, default=0.3, help="stop when the ability's posterior sd <= this (0.3)")
+    p.add_argument("--max-items", type=POSITIVE_INT, default=30, help="stop after this many items (default 30)")
+    p.add_argument("--min-items", type=NONNEG_INT, default=5, help="never stop before this many items (default 5)")
     p.add_argument("--selection", default="stratified",
                    choices=("stratified", "mfi", "astrat", "accuracy", "random", "anchors"),
                    help="next item: stratified (default: one random item per k-means group of the calibration "
@@ -33,17 +35,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "on data/real_run), maximum Fisher information at the current estimate, a-stratified, "
                         "largest expected reduction of the accuracy variance, random, or representative anchors "
                         "(fixed order)")
-    p.add_argument("--randomesque", type=int, default=1,
+    p.add_argument("--randomesque", type=POSITIVE_INT, default=1,
                    help="exposure control: pick at random among the N best items (default 1: the best)")
     p.add_argument("--balance", default=None, choices=("bloom", "question_word"),
                    help="content balancing across the exam's Bloom levels or question words (needs --exam)")
     p.add_argument("--estimator", default="eap", choices=("eap", "map"), help="ability estimate (default eap)")
-    p.add_argument("--draws", type=int, default=100,
+    p.add_argument("--draws", type=POSITIVE_INT, default=100,
                    help="posterior draws of the item parameters integrated (0: point estimates)")
     p.add_argument("--no-misfit", dest="misfit", action="store_false",
                    help="leave the model-misfit term (estimated by replaying the calibration examinees) out of the "
                         "accuracy interval")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
 
@@ -51,7 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the adaptive test and print its summary."""
     from ..bank.adapt import adapt
+    from ..paths import check_output_dir
 
+    if args.out:
+        check_output_dir(args.out, inputs=[args.fitdir])
     res = adapt(args.fitdir, replay=args.replay, examinee=args.examinee, exam=args.exam, spec=args.spec,
                 pipeline=args.pipeline, se_target=args.se_target, max_items=args.max_items,
                 min_items=args.min_items, seed=args.seed, selection=args.selection, randomesque=args.randomesque,

@@ -6,12 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
+from ..options import NONNEG_INT, POSITIVE_INT
+
 
 def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     """Chunking options shared by ``corpus`` and ``generate``."""
-    parser.add_argument("--max-sentences", type=int, default=10, help="sentences per chunk (default 10)")
-    parser.add_argument("--min-chars", type=int, default=500, help="shortest chunk in characters (default 500)")
-    parser.add_argument("--max-chars", type=int, default=4500, help="longest chunk in characters (default 4500)")
+    parser.add_argument("--max-sentences", type=POSITIVE_INT, default=10, help="sentences per chunk (default 10)")
+    parser.add_argument("--min-chars", type=NONNEG_INT, default=500, help="shortest chunk in characters (default 500)")
+    parser.add_argument("--max-chars", type=POSITIVE_INT, default=4500, help="longest chunk in characters (default 4500)")
 
 
 def resolve_corpus(value: str) -> Path:
@@ -48,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
     from ..corpus import ChunkConfig, chunk_documents, corpus_stats, load_corpus
 
+    from ..options import check_order
+    from ..paths import check_output_file
+
+    if args.corpus_command == "chunk":
+        check_output_file(args.out, "--out", inputs=[args.corpus], formats=["jsonl"])
+    check_order(args.min_chars, args.max_chars, "--min-chars", "--max-chars")
     docs = load_corpus(resolve_corpus(args.corpus))
     config = ChunkConfig(args.max_sentences, args.min_chars, args.max_chars)
     chunks, report = chunk_documents(docs, config)

@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..options import NONNEG_INT, POSITIVE_INT, SEED, THREADS
+
 EPILOG = """\
 Point the same flow at your own corpus and a served model:
 
@@ -47,11 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b", help="LLM that writes the questions")
     parser.add_argument("--generator-model", default=None, help="model id to request when --generator is a URL")
     parser.add_argument("--api-key-env", default=None, help="environment variable holding a server's API key")
-    parser.add_argument("--chunks", type=int, default=8, help="corpus chunks to write questions from")
-    parser.add_argument("--max-new-tokens", type=int, default=200,
+    parser.add_argument("--chunks", type=POSITIVE_INT, default=8, help="corpus chunks to write questions from")
+    parser.add_argument("--max-new-tokens", type=POSITIVE_INT, default=200,
                         help="longest generated question, in tokens (default 200: the answer line comes by then in "
                              "~80%% of the real run's questions; the explanation after it is not used)")
-    parser.add_argument("--doc-chars", type=int, default=1200,
+    parser.add_argument("--doc-chars", type=POSITIVE_INT, default=1200,
                         help="characters of each chunk shown to the generator (default 1200; the prompt's length "
                              "sets the cost of generation on a CPU)")
     parser.add_argument("--llms", default="smollm2-135m,qwen2.5-coder-0.5b", help="comma-separated answering LLMs")
@@ -60,16 +62,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--responses", default=None,
                         help="real response matrix for the full analysis (default: the bundled one)")
     parser.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--top-k", type=int, default=1, help="passages each retriever passes to the LLM (default 1)")
+    parser.add_argument("--seed", type=SEED, default=0)
+    parser.add_argument("--top-k", type=POSITIVE_INT, default=1, help="passages each retriever passes to the LLM (default 1)")
     parser.add_argument("--no-verify", dest="verify", action="store_false",
                         help="skip the answer-key verification (`irtexam verify` with the generator as judge)")
-    parser.add_argument("--verify-permutations", type=int, default=2,
+    parser.add_argument("--verify-permutations", type=NONNEG_INT, default=2,
                         help="cyclic candidate orders in the verifier's pick pass (default 2)")
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                         help="number format of local LLMs; auto: bfloat16 where the CPU has native bf16, "
                              "else float32 (faster there)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--threads", type=THREADS, default=2, help="torch CPU threads")
     parser.set_defaults(func=run)
 
 

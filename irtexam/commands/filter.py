@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..options import FINITE_FLOAT, PROBABILITY_OPEN
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``irtexam filter``."""
@@ -20,9 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--report", type=Path, default=None, help="report table: .csv or .json (default OUT.report.json)")
     p.add_argument("--dropped", type=Path, default=None, help="also write the dropped items here")
     p.add_argument("--chain", default="paper", help="paper | cheap | comma-separated filter names")
-    p.add_argument("--target-rate", type=float, default=0.05)
+    p.add_argument("--target-rate", type=PROBABILITY_OPEN, default=0.05)
     for t in ("t1", "t2", "t3", "t4"):
-        p.add_argument(f"--{t}", type=float, default=None)
+        p.add_argument(f"--{t}", type=FINITE_FLOAT, default=None)
     p.add_argument("--patterns", type=Path, default=None, help="file with one self-containment regex per line")
     p.add_argument("--no-embeddings", action="store_true", help="Jaccard rules only (no MiniLM)")
     p.add_argument("--baseline-llm", default=None, help="also compute the no-question baseline with this LLM")
@@ -36,6 +38,13 @@ def run(args: argparse.Namespace) -> int:
     from ..exam.schema import read_exam, write_exam
     from ..filters import CHAINS, bias_baselines, run_chain
 
+    from ..paths import check_output_file
+
+    check_output_file(args.out, "--out", inputs=[args.exam], formats=["jsonl"])
+    if args.dropped:
+        check_output_file(args.dropped, "--dropped", inputs=[args.exam, args.out], formats=["jsonl"])
+    if args.report:
+        check_output_file(args.report, "--report", inputs=[args.exam, args.out], formats=["csv", "json"])
     items = read_exam(args.exam)
     chain = args.chain if args.chain in CHAINS else [c.strip() for c in args.chain.split(",") if c.strip()]
     emb = not args.no_embeddings

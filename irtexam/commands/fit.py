@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from ..options import GUESSING, HELDOUT, N_CHOICES, NONNEG_INT, POSITIVE_INT, PROBABILITY_OPEN, SEED
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -27,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--groups", default=None, metavar="COLUMN",
                         help="em only: an examinee column whose groups get their own ability mean and sd "
                              "(the first group seen is N(0, 1))")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--guessing", type=float, default=None, metavar="FIXED",
+    parser.add_argument("--seed", type=SEED, default=0)
+    parser.add_argument("--guessing", type=GUESSING, default=None, metavar="FIXED",
                         help="fix the guessing parameter c for every item (e.g. 0.25)")
-    parser.add_argument("--n-choices", type=int, default=4, help="answer choices per item (prior mean of c = 1/n)")
+    parser.add_argument("--n-choices", type=N_CHOICES, default=4, help="answer choices per item (prior mean of c = 1/n)")
     parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
     parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
     parser.add_argument("--item-prior", default=None, choices=["hierarchical", "fixed", "none"],
@@ -38,12 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "stays centred on 0; the default of map and nuts); fixed: centred on a = 1, d = 0, "
                              "c = 1/n-choices (the default of em); none: flat priors, pure marginal maximum "
                              "likelihood as mirt (--method em only)")
-    parser.add_argument("--heldout", type=float, default=0.0,
+    parser.add_argument("--heldout", type=HELDOUT, default=0.0,
                         help="fraction of observed cells to hold out and score (e.g. 0.1)")
-    parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=500)
-    parser.add_argument("--samples", type=int, default=500)
-    parser.add_argument("--target-accept", type=float, default=0.9)
+    parser.add_argument("--chains", type=POSITIVE_INT, default=4)
+    parser.add_argument("--warmup", type=NONNEG_INT, default=500)
+    parser.add_argument("--samples", type=POSITIVE_INT, default=500)
+    parser.add_argument("--target-accept", type=PROBABILITY_OPEN, default=0.9)
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=run)
 

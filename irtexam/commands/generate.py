@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .corpus import add_chunk_options, resolve_corpus
+from ..options import POSITIVE_INT, SEED, THREADS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,14 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--llm", required=True, help="packaged model name (smollm2-135m, ...), .gguf, model dir, "
                                                 "or http(s)://host:port/v1 of an OpenAI-compatible server")
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--per-chunk", "--questions-per-chunk", dest="per_chunk", type=int, default=None,
+    p.add_argument("--per-chunk", "--questions-per-chunk", dest="per_chunk", type=POSITIVE_INT, default=None,
                    help="questions per chunk (default 1)")
-    p.add_argument("--max-chunks", "--n-chunks", dest="max_chunks", type=int, default=None,
+    p.add_argument("--max-chunks", "--n-chunks", dest="max_chunks", type=POSITIVE_INT, default=None,
                    help="seeded random sample of N chunks (default: all)")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=SEED, default=None)
     p.add_argument("--config", type=Path, default=None, help="YAML/TOML with template, task_domain, ...")
     p.add_argument("--task-domain", default=None)
-    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=POSITIVE_INT, default=None)
     p.add_argument("--report", type=Path, default=None, help="report path (default OUT.report.json)")
     p.add_argument("--cache-dir", type=Path, default=None, help="LLM call cache (default $IRTEXAM_CACHE/calls)")
     p.add_argument("--model", default=None, help="model id to request from a server URL")
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                    help="number format of a local LLM; auto (default): bfloat16 where the CPU has native bf16 "
                         "units, else float32 (faster there)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=THREADS, default=None, help="torch CPU threads")
     add_chunk_options(p)
     p.set_defaults(func=run)
 
@@ -53,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from ..llm import CachedLLM, load_llm
     from ..llm.registry import cache_root
 
+    from ..paths import check_output_file
+
+    check_output_file(args.out, "--out", inputs=[args.corpus, args.config], formats=["jsonl"])
+    if args.report:
+        check_output_file(args.report, "--report", inputs=[args.corpus, args.config, args.out], formats=["json"])
     overrides = {"questions_per_chunk": args.per_chunk, "max_chunks": args.max_chunks, "seed": args.seed,
                  "task_domain": args.task_domain, "max_new_tokens": args.max_new_tokens}
     if args.config:

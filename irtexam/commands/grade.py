@@ -17,6 +17,8 @@ import argparse
 import json
 import os
 
+from ..options import FINITE_FLOAT, GRADE, POSITIVE_INT
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``grade`` sub-command and its four sub-sub-commands."""
@@ -30,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--output", required=True, help="graded JSONL to write (response, margin, scores)")
     a.add_argument("--responses", default=None, help="also write the ResponseMatrix long table (.csv/.parquet)")
     a.add_argument("--aggregate", choices=["max", "topk"], default="max", help="group score (default max)")
-    a.add_argument("--top-k", type=int, default=3, help="k for --aggregate topk")
+    a.add_argument("--top-k", type=POSITIVE_INT, default=3, help="k for --aggregate topk")
     a.add_argument("--no-enhance", action="store_true", help="do not add the paper's enhanced phrasings")
     a.add_argument("--no-letters", action="store_true", help="targets without letter forms (no-choices prompts)")
     a.add_argument("--no-refusals", action="store_true", help="no refusal / IDK targets in the wrong group")
@@ -54,8 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--llm-verify", action="store_true", help="ask the LLM to verify answers the heuristic rejects")
     e.add_argument("--grade-mode", choices=["self_rating", "answer"], default="self_rating",
                    help="grades used for evaluation: 0-5 self-ratings or verified answers (0/1)")
-    e.add_argument("--tau", type=int, default=4, help="minimum grade for cover / relevance (default 4)")
-    e.add_argument("--k", type=int, default=20, help="passage budget for EXAM-Cover (default 20)")
+    e.add_argument("--tau", type=GRADE, default=4, help="minimum grade for cover / relevance (default 4)")
+    e.add_argument("--k", type=POSITIVE_INT, default=20, help="passage budget for EXAM-Cover (default 20)")
     e.add_argument("--qrels", default=None, help="write EXAM-Qrels (trec_eval format) here")
     e.add_argument("--run-file", default=None, help="write the systems' rankings as a trec_eval run file")
     e.add_argument("--leaderboard", default=None, help="write the leaderboard CSV here")
@@ -67,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--output", required=True, help="JSONL with a metrics object per record (resumed if present)")
     m.add_argument("--encoder", default=None, help="sentence-transformers dir for BERTScore (default: packaged MiniLM)")
     m.add_argument("--no-bertscore", action="store_true", help="skip BertscoreP/R and BertKPrec (no encoder)")
-    m.add_argument("--bertscore-baseline", type=float, default=None,
+    m.add_argument("--bertscore-baseline", type=FINITE_FLOAT, default=None,
                    help="rescale BERTScore as (s - b)/(1 - b) with this baseline b")
     m.add_argument("--idk", choices=["lexical", "llm"], default="lexical", help="IDK detector (default lexical)")
     m.add_argument("--llm", default=None, help="judge LLM for --idk llm")
@@ -266,11 +268,15 @@ def run_correlate(args: argparse.Namespace) -> int:
     """Print Spearman and Kendall correlations between two leaderboard columns."""
     import pandas as pd
 
-    from ..errors import InputError
+    from ..errors import InputError, reading
     from ..grading.exampp import rank_correlation
 
     def load(path: str, col: str) -> dict:
-        df = pd.read_csv(path)
+        try:
+            with reading(path, "leaderboard CSV"):
+                df = pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise InputError(f"not a readable CSV table ({' '.join(str(exc).split())})", path=path) from None
         index = "system" if "system" in df.columns else df.columns[0]
         if col not in df.columns:
             raise InputError(f"no column {col!r}; columns are {list(df.columns)}", path=path, column=col)

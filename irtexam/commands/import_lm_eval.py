@@ -22,8 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import and write the response matrix; print the counts."""
     from ..pipelines.lm_eval_import import import_lm_eval
+    from ..paths import check_output_file
     from ..responses import ResponseMatrix
 
+    check_output_file(args.out, inputs=args.logs)
     frame, report = import_lm_eval(args.logs, metric=args.metric, filter_name=args.filter_name, llm=args.llm)
     rm = ResponseMatrix.from_long(frame)
     path = rm.save(args.out)

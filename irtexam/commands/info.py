@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..options import FINITE_FLOAT, POSITIVE_INT, SEED
+
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``info`` and ``report``."""
     p.add_argument("--exam", help="exam JSONL (question text for Bloom / question-word categories)")
     p.add_argument("--keywords", help="YAML/JSON keyword table category -> keywords, replacing Bloom's")
-    p.add_argument("--theta-min", type=float, default=-4.0, help="theta grid lower end (default -4)")
-    p.add_argument("--theta-max", type=float, default=4.0, help="theta grid upper end (default 4)")
-    p.add_argument("--draws", type=int, default=200, help="posterior draws for bands and PPC (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the posterior predictive replicates")
+    p.add_argument("--theta-min", type=FINITE_FLOAT, default=-4.0, help="theta grid lower end (default -4)")
+    p.add_argument("--theta-max", type=FINITE_FLOAT, default=4.0, help="theta grid upper end (default 4)")
+    p.add_argument("--draws", type=POSITIVE_INT, default=200, help="posterior draws for bands and PPC (default 200)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the posterior predictive replicates")
 
 
 def register(subparsers) -> None:
@@ -27,15 +29,23 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def exam_questions(path: str | None):
-    """Question text by item id from an exam JSONL, or None."""
+def exam_questions(path: str | None, fit_items=None):
+    """Question text by item id from an exam JSONL, or None; with ``fit_items``, an exam none of whose
+    ids is an item of the fit is an error (it is the wrong exam, or its ids were renamed)."""
     if not path:
         return None
     import pandas as pd
 
+    from ..errors import InputError
     from ..exam.schema import read_exam
 
-    return pd.Series({it.id: it.question for it in read_exam(path)}, dtype=object)
+    questions = pd.Series({it.id: it.question for it in read_exam(path)}, dtype=object)
+    if fit_items is not None and len(fit_items) and not questions.index.isin(list(fit_items)).any():
+        raise InputError(f"none of its {len(questions)} item ids matches one of the fit's {len(fit_items)} items "
+                         f"(exam: {', '.join(map(str, questions.index[:3]))}, ...; fit: "
+                         f"{', '.join(map(str, list(fit_items)[:3]))}, ...); give the exam the fit was made from",
+                         path=str(path))
+    return questions
 
 
 def analyze(args, out_dir: str | Path) -> dict:
@@ -50,7 +60,7 @@ def analyze(args, out_dir: str | Path) -> dict:
         raise InputError(f"--theta-max ({args.theta_max}) must exceed --theta-min ({args.theta_min})")
     result = irtexam.load_fit(args.fitdir)
     grid = np.linspace(args.theta_min, args.theta_max, 161)
-    return analyze_fit(result, out_dir, exam_questions=exam_questions(args.exam), keywords=args.keywords,
+    return analyze_fit(result, out_dir, exam_questions=exam_questions(args.exam, result.items.index), keywords=args.keywords,
                        theta=grid, n_draws=args.draws, seed=args.seed, data=recorded_source(args.fitdir))
 
 
@@ -70,6 +80,9 @@ def run(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
+    from ..paths import check_output_dir
+
+    check_output_dir(args.out, inputs=[args.fitdir])
     manifest = analyze(args, args.out)
     s = manifest["summary"]
     fs = s.get("fit_stats") or {}  # the fit's own RMSE numbers (one definition of the baseline)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..cli import split_list
+from ..options import POSITIVE_INT, SEED
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    choices=("mean-mean", "mean-sigma", "haebara", "stocking-lord", "fixed", "concurrent"))
     p.add_argument("--anchors", default=None, help="comma-separated anchor item ids (default: every common id)")
     p.add_argument("--drop-drift", action="store_true", help="relink without the anchors flagged as drifting")
-    p.add_argument("--draws", type=int, default=200, help="draws for the intervals (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draws", type=POSITIVE_INT, default=200, help="draws for the intervals (default 200)")
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
 
@@ -30,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Link and print the transformation and the drift summary."""
     from ..bank.link import link
+    from ..paths import check_output_dir
 
+    check_output_dir(args.out, inputs=[args.newfit, args.oldfit])
     res = link(args.newfit, args.oldfit, args.method, anchors=split_list(args.anchors) or None, draws=args.draws,
                seed=args.seed, drop_drift=args.drop_drift, out=args.out)
     t = res.transform

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..options import FINITE_FLOAT, HELDOUT, POSITIVE_INT, PROBABILITY_OPEN, SEED
+
 
 def register(subparsers) -> None:
     """Add the ``prune`` sub-command."""
@@ -12,25 +14,25 @@ def register(subparsers) -> None:
                                           "items, refit warm-started; N drop rounds.")
     p.add_argument("responses", help="response table (CSV/TSV/parquet/JSONL, long format)")
     p.add_argument("--model", default="3pl", choices=("1pl", "2pl", "3pl"), help="IRT model (default 3pl)")
-    p.add_argument("--drop", type=float, default=0.1, help="fraction of remaining items dropped per round")
-    p.add_argument("--steps", type=int, default=3, help="number of drop rounds (default 3)")
+    p.add_argument("--drop", type=PROBABILITY_OPEN, default=0.1, help="fraction of remaining items dropped per round")
+    p.add_argument("--steps", type=POSITIVE_INT, default=3, help="number of drop rounds (default 3)")
     p.add_argument("--by", default="discrimination", choices=("discrimination", "information"),
                    help="drop lowest a, or lowest mean information over --theta-range")
-    p.add_argument("--theta-range", type=float, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
+    p.add_argument("--theta-range", type=FINITE_FLOAT, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
                    help="theta range for information (default -2 2)")
-    p.add_argument("--min-items", type=int, default=5, help="never prune below this many items")
+    p.add_argument("--min-items", type=POSITIVE_INT, default=5, help="never prune below this many items")
     p.add_argument("--method", default="auto", choices=("auto", "em", "map", "nuts"),
                    help="estimator of every refit, as in `irtexam fit` (default auto: marginal EM without "
                         "--facets; with facets NUTS below 50 items, the joint mode above)")
     p.add_argument("--facets", default=None,
                    help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                         "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
-    p.add_argument("--heldout", type=float, default=0.1,
+    p.add_argument("--heldout", type=HELDOUT, default=0.1,
                    help="fraction of responses held out to score each round (default 0.1; 0 = none)")
     p.add_argument("--scale", default="step0", choices=("step0", "linked", "refit"),
                    help="how rounds are compared: kept items under the step-0 fit (default), refits linked "
                         "to step 0 by mean/sigma on the examinees, or each refit on its own scale")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--exam", help="exam JSONL: also write the pruned exam (exam_pruned.jsonl)")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
@@ -46,6 +48,11 @@ def run(args) -> int:
 
     from .fit import resolve_facets
 
+    from ..options import check_order
+    from ..paths import check_output_dir
+
+    check_order(args.theta_range[0], args.theta_range[1], "--theta-range LOW", "HIGH")
+    check_output_dir(args.out, inputs=[args.responses])
     rm = ResponseMatrix.read(args.responses)
     facets = resolve_facets(args.facets, rm)
     fit_kwargs = {"facets": facets} if facets else {}

@@ -29,7 +29,10 @@ def run(args) -> int:
     from ..analysis.report import render_html, render_markdown
     from .info import analyze
 
+    from ..paths import check_output_file
+
     out = Path(args.out)
+    check_output_file(out, inputs=[args.fitdir])
     fmt = args.format or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     files = out.with_name(out.stem + "_files")
     manifest = analyze(args, files)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
+
+from ..options import FRACTION_HALF_OPEN, POSITIVE_INT, SEED
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("simulate", help="simulate a response matrix from known IRT parameters",
                                    description="Draw responses from a 1PL/2PL/3PL/GRM model; writes the long "
                                                "table and the true parameters next to it (<out>.truth.json).")
-    parser.add_argument("--items", type=int, default=100)
-    parser.add_argument("--examinees", type=int, default=50)
+    parser.add_argument("--items", type=POSITIVE_INT, default=100)
+    parser.add_argument("--examinees", type=POSITIVE_INT, default=50)
     parser.add_argument("--model", default="3pl", choices=["1pl", "2pl", "3pl", "grm"])
     parser.add_argument("--facets", default=None, help="facet grid, e.g. llm=4,retriever=5,icl=3 (replaces --examinees)")
-    parser.add_argument("--missing", type=float, default=0.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--missing", type=FRACTION_HALF_OPEN, default=0.0)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--out", required=True)
     parser.set_defaults(func=run)
 
@@ -28,10 +32,29 @@ def parse_facet_grid(text: str | None) -> dict[str, int] | None:
     grid = {}
     for part in text.split(","):
         name, _, count = part.partition("=")
-        if not name.strip() or not count.strip().isdigit():
-            raise IrtexamError(f"--facets expects name=levels pairs like llm=4,retriever=5; got '{part}'")
+        if not name.strip() or not count.strip().isdigit() or int(count) < 1:
+            raise IrtexamError(f"--facets expects name=levels pairs with levels >= 1, like llm=4,retriever=5; "
+                               f"got '{part}'")
         grid[name.strip()] = int(count)
     return grid
+
+
+# peak bytes per simulated cell: probabilities and draws (float64), the long table's three columns
+SIMULATE_BYTES_PER_CELL = 120
+
+
+def check_memory(cells: int, bytes_per_cell: int, what: str) -> None:
+    """Refuse, before allocating, work whose arrays would not fit in the memory this machine has free."""
+    from ..errors import IrtexamError
+
+    need = cells * bytes_per_cell
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not on this platform: do not guess
+        return
+    if need > free:
+        raise IrtexamError(f"{what} = {cells:,} cells would need about {need / 2**30:,.1f} GiB of memory; "
+                           f"{free / 2**30:,.1f} GiB is free (use fewer items or examinees)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..irt.simulate import simulate
+    from ..paths import check_output_file
 
+    check_output_file(args.out, "--out", formats=["csv", "csv.gz", "tsv", "tsv.gz", "parquet", "jsonl"])
+    grid = parse_facet_grid(args.facets)
+    examinees = math.prod(grid.values()) if grid else args.examinees
+    check_memory(args.items * examinees, SIMULATE_BYTES_PER_CELL,
+                 f"--items {args.items} x {examinees} examinees")
     responses, truth = simulate(args.items, args.examinees, model=args.model, seed=args.seed,
                                 facets=parse_facet_grid(args.facets), missing=args.missing)
     out = responses.save(args.out)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..options import THREADS
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``take`` sub-command."""
@@ -15,11 +17,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("spec", help="grid spec (.yaml/.yml/.toml/.json); see examples/specs/")
     p.add_argument("--out", required=True, help="output directory (created; reused to resume)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=THREADS, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--tables-only", action="store_true",
                    help="load no LLM: rebuild the output tables from the answers logged so far in --out "
                         "(pairs not yet answered stay missing and are counted)")
     p.set_defaults(func=run)
+
+
+def check_python_systems(spec, source) -> None:
+    """Import every ``python`` system of the spec before any call: one that cannot be imported is a spec
+    error naming the file and the system, not a failure at its first item."""
+    from ..errors import IrtexamError
+    from ..pipelines.systems import load_function
+
+    for i, entry in enumerate(spec.systems or []):
+        if "python" in entry:
+            try:
+                load_function(entry["python"])
+            except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError, or the module's own error
+                raise IrtexamError(f"{source}, key 'systems[{i}].python': cannot import {entry['python']} "
+                                   f"({type(exc).__name__}: {exc}); is the module on PYTHONPATH or in the working "
+                                   "directory?") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from ..pipelines.spec import load_spec
     from ..pipelines.take import take_exam
 
+    from ..paths import check_output_dir
+
     spec = load_spec(args.spec)
+    check_output_dir(args.out, inputs=[args.spec, spec.exam])
+    check_python_systems(spec, args.spec)
     result = take_exam(spec, args.out, progress=not args.no_progress, score_pending=not args.tables_only)
     print(result.summary())
     acc = result.out_dir / "accuracy.csv"

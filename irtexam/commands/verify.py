@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..options import NONNEG_INT, THREADS
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``irtexam verify``."""
@@ -28,10 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=None, help="LLM call cache (default: the user cache)")
     p.add_argument("--out", required=True, type=Path, help="verified exam (JSONL, same schema)")
     p.add_argument("--report", required=True, type=Path, help="REPORT.csv: one row per item")
-    p.add_argument("--permutations", type=int, default=4, help="cyclic candidate orders in the pick pass (0: off)")
+    p.add_argument("--permutations", type=NONNEG_INT, default=4, help="cyclic candidate orders in the pick pass (0: off)")
     p.add_argument("--no-rekey", action="store_true", help="remove wrong keys instead of re-keying the clear ones")
     p.add_argument("--dtype", default="bfloat16", help="bfloat16 (CPUs with bf16 units) or float32")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=THREADS, default=None, help="torch CPU threads")
     p.set_defaults(func=run)
 
 
@@ -41,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from ..llm import load_llm
     from .corpus import resolve_corpus
 
+    from ..paths import check_output_file
+
+    check_output_file(args.out, "--out", inputs=[args.exam], formats=["jsonl"])
+    check_output_file(args.report, "--report", inputs=[args.exam, args.out], formats=["csv"])
     corpus = resolve_corpus(args.corpus) if args.corpus else None
     config = VerifyConfig(permutations=args.permutations, rekey=not args.no_rekey)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..corpus.chunking import Chunk
-from ..errors import InputError
+from ..errors import InputError, reading
 from ..llm.base import LLM, GenerationParams
 from .parse import try_parse
 from .schema import ExamItem
@@ -98,16 +98,22 @@ class GenerationConfig:
 def load_generation_config(path: str | Path, **overrides: Any) -> GenerationConfig:
     """Read a :class:`GenerationConfig` from ``.yaml``/``.yml``/``.toml``; unknown keys are an error."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".toml":
-        data = tomllib.loads(text)
-    elif path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
+    with reading(path, "generation config"):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
 
-        data = yaml.safe_load(text) or {}
-    else:
-        raise InputError("generation config must be .yaml, .yml or .toml", path=str(path))
-    data = dict(data.get("generation", data))
+            data = yaml.safe_load(text) or {}
+        else:
+            raise InputError("generation config must be .yaml, .yml or .toml", path=str(path))
+    if not isinstance(data, dict):
+        raise InputError("the generation config must be a mapping of keys", path=str(path))
+    data = data.get("generation", data)
+    if not isinstance(data, dict):
+        raise InputError("'generation' must be a mapping of keys", path=str(path))
+    data = dict(data)
     known = set(GenerationConfig.__dataclass_fields__)
     unknown = set(data) - known
     if unknown:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import IrtexamError
+from ..errors import IrtexamError, reading
 from ..grading.multiple_choice import NORMALISATIONS
 from ..retrieval.registry import normalise_retriever_spec
 from .prompt import PromptTemplate
@@ -94,7 +94,8 @@ class GridSpec:
 
 def _read_raw(path: Path) -> dict[str, Any]:
     suffix = path.suffix.lower()
-    text = path.read_text(encoding="utf-8")
+    with reading(path, "spec"):
+        text = path.read_text(encoding="utf-8")
     try:
         if suffix == ".toml":
             data = tomllib.loads(text)
@@ -111,6 +112,44 @@ def _read_raw(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError("the spec must be a mapping of keys (exam, llms, retrievers, icl, ...)", path=str(path))
     return data
+
+
+# Options of an llm entry besides its level keys, by backend: load_llm's own and the HTTP client's.
+LOCAL_LLM_OPTIONS = ("dtype", "device", "cache_dir", "chat", "num_threads")
+HTTP_LLM_OPTIONS = ("cache_dir", "chat", "model", "api_key_env", "max_concurrency", "timeout", "max_retries",
+                    "backoff", "max_backoff", "score_max_tokens", "batch_candidates", "progress")
+LLM_LEVEL_KEYS = ("name", "label", "answer", "max_new_tokens")
+
+
+def _check_llm_options(entry: dict[str, Any], key: str, src: str | None, base_dir: Path) -> None:
+    """An llm entry's options: known to its backend (the allowed names in the message), numbers in bounds,
+    ``cache_dir`` resolved against the spec's folder (as ``exam`` and ``corpus`` are)."""
+    from ..options import NONNEG_INT, POSITIVE_FLOAT, POSITIVE_INT, THREADS
+
+    served = str(entry["name"]).startswith(("http://", "https://"))
+    allowed = HTTP_LLM_OPTIONS if served else LOCAL_LLM_OPTIONS
+    unknown = sorted(set(entry) - set(LLM_LEVEL_KEYS) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown option(s) {unknown} for {'a served' if served else 'a local'} LLM; allowed: "
+                        f"{sorted(set(LLM_LEVEL_KEYS) | set(allowed))}", path=src, key=key)
+    bounds = {"max_concurrency": POSITIVE_INT, "timeout": POSITIVE_FLOAT, "max_retries": NONNEG_INT,
+              "backoff": POSITIVE_FLOAT, "max_backoff": POSITIVE_FLOAT, "num_threads": THREADS,
+              "score_max_tokens": NONNEG_INT}
+    for name, kind in bounds.items():
+        if name in entry:
+            try:
+                entry[name] = kind.check(entry[name], f"{key}.{name}")
+            except IrtexamError as exc:
+                raise SpecError(str(exc).split(": ", 1)[1], path=src, key=f"{key}.{name}") from None
+    for name in ("chat", "progress", "batch_candidates"):
+        if name in entry and entry[name] is not None and not isinstance(entry[name], bool):
+            raise SpecError(f"must be true or false, got {entry[name]!r}", path=src, key=f"{key}.{name}")
+    if entry.get("cache_dir") is not None:
+        if not isinstance(entry["cache_dir"], str):
+            raise SpecError(f"must be a folder path string, got {entry['cache_dir']!r}", path=src,
+                            key=f"{key}.cache_dir")
+        folder = Path(entry["cache_dir"]).expanduser()
+        entry["cache_dir"] = str(folder if folder.is_absolute() else base_dir / folder)
 
 
 def _int(value: Any, key: str, src: str | None, *, minimum: int) -> int:
@@ -169,6 +208,7 @@ def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str | None = 
             if entry["answer"] != "generate":
                 raise SpecError("'max_new_tokens' applies to 'answer: generate' levels only", path=src, key=f"llms[{i}]")
             _int(entry["max_new_tokens"], f"llms[{i}].max_new_tokens", src, minimum=1)
+        _check_llm_options(entry, f"llms[{i}]", src, base_dir)
         llms.append(entry)
     retrievers = []
     for i, entry in enumerate(_as_list(data["retrievers"], "retrievers", src) if llms else []):
