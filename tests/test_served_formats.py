@@ -214,3 +214,94 @@ def test_progress_and_requests_per_second(quirk, capsys):
     client.progress = True
     client.generate(["a", "b", "c"], GenerationParams(max_new_tokens=2))
     assert client.requests_per_second > 0 and client.requests_ok >= 3
+
+
+class TurnsFlatLM(CharLM):
+    """CharLM for the first ``healthy`` echoed prompts, then log-prob 0 for every token (a server that
+    passed the start-up check and then stopped telling the candidates apart)."""
+
+    def __init__(self, healthy: int) -> None:
+        self.healthy, self.calls = healthy, 0
+
+    def token_logprobs(self, text):
+        self.calls += 1
+        rows = super().token_logprobs(text)
+        return rows if self.calls <= self.healthy else [(t, o, None if v is None else 0.0) for t, o, v in rows]
+
+
+def test_take_refuses_an_llm_that_turns_uninformative_after_the_check(tmp_path):
+    """Every candidate tying after a passed start-up check: `take` stops with one line naming the LLM and
+    the tie count, and no answer of that batch is logged (issue 27: nothing scored that cannot be scored)."""
+    from irtexam.pipelines import load_spec, take_exam
+
+    probe = TurnsFlatLM(healthy=10**9)
+    with _served(probe) as srv:
+        OpenAICompatibleLLM(srv.url, max_retries=0, batch_candidates=False).check_scoring()
+    check_calls = probe.calls
+    flat = TurnsFlatLM(healthy=check_calls)
+    spec_path = tmp_path / "grid.yaml"
+    with _served(flat) as srv:
+        spec_path.write_text(f"exam: {DATA / 'retrieval_exam.jsonl'}\n"
+                             f"llms: [{{name: '{srv.url}', label: served, max_retries: 0, batch_candidates: false}}]\n"
+                             "retrievers: [closed-book]\nicl: [0]\n")
+        with pytest.raises(IrtexamError, match=r"same log-likelihood|the candidates of (\d+) of \1 items tie") as exc:
+            take_exam(load_spec(spec_path), tmp_path / "run", progress=False)
+    assert "\n" not in str(exc.value) and flat.calls > check_calls
+    log = tmp_path / "run" / "answers.jsonl"
+    assert not log.exists() or log.read_text() == ""
+
+
+class _served:
+    def __init__(self, llm):
+        self.llm = llm
+
+    def __enter__(self):
+        self.srv = serve(self.llm)
+        return self.srv
+
+    def __exit__(self, *exc):
+        self.srv.stop()
+
+
+def test_top_tied_and_the_batch_share():
+    from irtexam.grading.multiple_choice import check_not_uninformative, top_tied
+
+    a, b = ContinuationScore(-1.0, 1, 1), ContinuationScore(-2.0, 1, 1)
+    assert not top_tied([a, b], "sum") and top_tied([a, a, b], "sum") and not top_tied([b, b, a], "sum")
+    nan = ContinuationScore(float("nan"), 1, 1)
+    assert top_tied([nan, nan], "sum") and not top_tied([nan, a], "sum")
+    assert check_not_uninformative([[a, b]] * 3 + [[a, a]] * 2, "sum", "x") == 2  # 2 of 5: kept, counted
+    with pytest.raises(IrtexamError, match="x: the candidates of 3 of 5 items tie"):
+        check_not_uninformative([[a, b]] * 2 + [[a, a]] * 3, "sum", "x")
+    assert check_not_uninformative([[a, a]] * 3, "sum", "x") == 3  # a batch under 4 items is not judged
+
+
+@pytest.mark.parametrize("kind", ["cut-body", "close", "non-utf8", "not-json", "json-list"])
+def test_transport_faults_are_retried_then_answered(server, kind):
+    """One faulty reply, then healthy ones: the client retries and the answer equals the healthy one.
+    (A well-formed object without ``choices`` is not retried: the next test refuses it at once.)"""
+    client = OpenAICompatibleLLM(server.url, backoff=0.001, max_retries=2)
+    want = client.generate(["Say hi."], GenerationParams(max_new_tokens=3))
+    server.faults = {kind: 1}
+    before = client.requests_sent
+    try:
+        got = client.generate(["Say hi."], GenerationParams(max_new_tokens=3))
+    finally:
+        server.faults = {}
+    assert got == want
+    assert client.requests_sent - before == 2
+
+
+@pytest.mark.parametrize("kind, message", [("cut-body", "IncompleteRead"), ("close", "RemoteDisconnected"),
+                                           ("non-utf8", "not UTF-8"), ("not-json", "not JSON"),
+                                           ("json-list", "JSON list"),
+                                           ("no-choices", r"no choices\[0\]\.message\.content")])
+def test_persistent_transport_faults_end_in_one_line_naming_the_endpoint(server, kind, message):
+    client = OpenAICompatibleLLM(server.url, backoff=0.001, max_retries=1)
+    server.faults = {kind: 5}
+    try:
+        with pytest.raises(IrtexamError, match=message) as exc:
+            client.generate(["Say hi."], GenerationParams(max_new_tokens=3))
+    finally:
+        server.faults = {}
+    assert server.url in str(exc.value) and "\n" not in str(exc.value)

@@ -44,6 +44,35 @@ def choose(scores: Sequence[ContinuationScore], normalisation: str = "token") ->
     return best if best >= 0 else 0
 
 
+def top_tied(scores: Sequence[ContinuationScore], normalisation: str, tolerance: float = 1e-9) -> bool:
+    """True when the best value under ``normalisation`` is shared by two or more candidates (within
+    ``tolerance``) or every value is NaN: the scores cannot tell the answer, and a pick would be a guess."""
+    values = [normalised(s, normalisation) for s in scores]
+    finite = sorted((v for v in values if not math.isnan(v)), reverse=True)
+    return len(finite) == 0 or (len(finite) >= 2 and finite[0] - finite[1] <= tolerance)
+
+
+# A batch in which more than this share of the items tie at the top is refused: the LLM (or server) gives the
+# same log-probability to every candidate and passed the start-up check by chance or changed since.
+MAX_TIED_SHARE = 0.5
+MIN_BATCH_FOR_TIE_CHECK = 4
+
+
+def check_not_uninformative(all_scores: Sequence[Sequence[ContinuationScore]], normalisation: str,
+                            who: str) -> int:
+    """The number of items in a scored batch whose top candidates tie; raises :class:`IrtexamError` when
+    more than :data:`MAX_TIED_SHARE` of a batch of at least :data:`MIN_BATCH_FOR_TIE_CHECK` items tie
+    (nothing of the batch is kept: an uninformative scorer is refused, never scored)."""
+    from ..errors import IrtexamError
+
+    tied = sum(top_tied(s, normalisation) for s in all_scores)
+    if len(all_scores) >= MIN_BATCH_FOR_TIE_CHECK and tied > MAX_TIED_SHARE * len(all_scores):
+        raise IrtexamError(f"{who}: the candidates of {tied} of {len(all_scores)} items tie at the top under "
+                           f"'{normalisation}' normalisation; its log-probabilities cannot tell the choices apart "
+                           "(a server returning equal or constant log-probs?), so nothing of this batch is scored")
+    return tied
+
+
 @dataclass
 class DedupStats:
     """How much work deduplication saved: requests asked for vs distinct requests scored."""

@@ -37,6 +37,7 @@ Only the standard library is used (urllib), so no extra dependency is needed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -69,6 +70,10 @@ CHECK_REQUESTS = (
 ALIGNMENT_REQUEST = ScoreRequest("Copy the sequence exactly.\nSequence: 4 9 1 7 3 8 2 6 5\nCopy:",
                                  (" 4 9 1 7 3 8 2 6 5", " 5 6 2 8 3 7 1 9 4"))
 ALIGNMENT_MARGIN = 3.0  # nats the copy must beat the reverse by
+
+
+class ServerFault(Exception):
+    """A reply that is not a JSON object (not UTF-8, not JSON, a list): the server's fault, retried."""
 
 
 class HTTPBackendError(IrtexamError):
@@ -242,7 +247,15 @@ class OpenAICompatibleLLM:
                 with self._count_lock:
                     self.requests_sent += 1
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    out = json.loads(resp.read().decode())
+                    body_bytes = resp.read()
+                try:
+                    out = json.loads(body_bytes.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise ServerFault("the body is not UTF-8") from None
+                except json.JSONDecodeError as exc:
+                    raise ServerFault(f"the body is not JSON ({exc.msg}): {body_bytes[:80]!r}") from None
+                if not isinstance(out, dict):
+                    raise ServerFault(f"the body is a JSON {type(out).__name__}, not an object")
                 with self._count_lock:
                     self.requests_ok += 1
                 return out
@@ -251,7 +264,10 @@ class OpenAICompatibleLLM:
                 status, last = exc.code, f"HTTP {exc.code}: {body}"
                 if exc.code not in RETRY_STATUS:
                     raise HTTPBackendError(f"{method} {url} failed with {last}", exc.code) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, json.JSONDecodeError) as exc:
+            except ServerFault as exc:  # a wrong-shaped answer: retried (a proxy's error page), then reported
+                status, last = None, f"server fault: {exc}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, http.client.HTTPException) as exc:
+                # HTTPException: a body cut short (IncompleteRead), a garbled status line: transient, as a reset
                 status, last = None, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             if attempt < retries:
                 delay = min(self.max_backoff, self.backoff * 2 ** attempt)
@@ -292,7 +308,7 @@ class OpenAICompatibleLLM:
     def list_models(self) -> list[str]:
         """Model ids served at ``GET /models``."""
         data = self._request("GET", "/models")
-        ids = [m["id"] for m in data.get("data", [])]
+        ids = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
         if not ids:
             raise IrtexamError(f"{self.base_url}/models lists no model; pass model= explicitly")
         return ids
@@ -305,10 +321,22 @@ class OpenAICompatibleLLM:
         if self.chat:
             body["messages"] = [{"role": "user", "content": prompt}]
             data = self._request("POST", "/chat/completions", body)
-            return data["choices"][0]["message"]["content"] or ""
+            return self._reply_field(data, "/chat/completions", ("message", "content"))
         body["prompt"] = prompt
         data = self._request("POST", "/completions", body)
-        return data["choices"][0]["text"]
+        return self._reply_field(data, "/completions", ("text",))
+
+    def _reply_field(self, data: dict[str, Any], path: str, keys: tuple[str, ...]) -> str:
+        """``data["choices"][0][keys...]`` as text; a reply without it is the server's fault, named."""
+        value: Any = (data.get("choices") or [None])[0]
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None and keys[-1] == "content" and isinstance((data.get("choices") or [None])[0], dict):
+            return ""  # a chat reply with content null (tool calls only): an empty answer
+        if not isinstance(value, str):
+            raise IrtexamError(f"POST {self.base_url}{path}: the reply has no choices[0].{'.'.join(keys)} "
+                               f"(got {json.dumps(data)[:160]}); is this an OpenAI-compatible server?")
+        return value
 
     def generate(self, prompts: Sequence[str], params: GenerationParams = GenerationParams()) -> list[str]:
         """One completion per prompt, ``max_concurrency`` requests in flight."""

@@ -43,6 +43,16 @@ QUIRKS = {
     "no-list": "HTTP 500 on a list prompt (llama-cpp-python asserts a single prompt)",
 }
 
+# Transport faults, injected into the next ``server.faults[kind]`` POST replies (for the client's tests):
+FAULTS = {
+    "cut-body": "200 with a Content-Length larger than the body, then the connection closed (IncompleteRead)",
+    "close": "the connection closed before any reply (RemoteDisconnected)",
+    "non-utf8": "200 with a body that is not UTF-8",
+    "not-json": "200 with an HTML error page (a proxy's)",
+    "json-list": "200 with a JSON list instead of an object",
+    "no-choices": "200 with a JSON object without 'choices'",
+}
+
 
 def _params(body: dict[str, Any]) -> GenerationParams:
     stop = body.get("stop") or ()
@@ -67,6 +77,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _inject_fault(self) -> bool:
+        """Reply with the first pending fault of ``server.faults`` (see :data:`FAULTS`); False if none."""
+        kind = next((k for k, n in self.server.faults.items() if n > 0), None)
+        if kind is None:
+            return False
+        self.server.faults[kind] -= 1
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        if kind == "close":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return True
+        body = {"cut-body": b'{"choices": [{"text": "trun', "non-utf8": b'{"choices": [{"text": "\xff\xfe"}]}',
+                "not-json": b"<html><body>502 Bad Gateway</body></html>", "json-list": b"[1, 2, 3]",
+                "no-choices": b'{"object": "text_completion"}'}[kind]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body) + (100 if kind == "cut-body" else 0)))
+        self.end_headers()
+        self.wfile.write(body)
+        if kind == "cut-body":
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+        return True
 
     def _error(self, code: int, message: str) -> None:
         self._send(code, {"error": {"message": message, "type": "invalid_request_error", "code": code}})
@@ -96,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.fail_next > 0:  # for retry tests
             self.server.fail_next -= 1
             self._error(503, "temporarily unavailable")
+            return
+        if self._inject_fault():
             return
         try:
             length = int(self.headers.get("Content-Length") or 0)
@@ -215,6 +253,7 @@ class LLMHTTPServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests_served = 0
         self.fail_next = 0
+        self.faults: dict[str, int] = {}  # FAULTS kind -> how many of the next POST replies get it
         self.quirk: str | None = None  # one of QUIRKS, for tests
         self._thread: threading.Thread | None = None
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..exam.schema import ExamItem, read_exam
-from ..grading.multiple_choice import DedupStats, choose, score_deduplicated
+from ..grading.multiple_choice import DedupStats, check_not_uninformative, choose, score_deduplicated
 from ..grading.reply import ROUTES, GradedReply, grade_reply
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..llm.openai_compat import check_can_score
@@ -560,6 +560,8 @@ def take_exam(spec: GridSpec, out_dir: str | Path, *, llm_factory: LLMFactory | 
                         run.record((p.id, it.id), rec, bars[p.id])
                     continue
                 scores = score_deduplicated(llm, requests, result.dedup, dedup=spec.dedup)
+                models[label]["tied_items"] = models[label].get("tied_items", 0) + check_not_uninformative(
+                    scores, spec.normalisation, f"LLM {label!r}")
                 texts: list[str | None] = [None] * len(todo)
                 if spec.generate is not None:
                     unique_prompts = list(dict.fromkeys(r.prompt for r in requests))
