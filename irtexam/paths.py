@@ -4,9 +4,10 @@ meant, an unwritable place) or a path that is one of its own inputs (the input w
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 from .errors import InputError
 
@@ -62,3 +63,52 @@ def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterabl
             raise InputError(f"is also an input of this command; choose another {option}", path=str(path))
     _writable_parent(resolved, option)
     return path
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path: str | Path) -> Iterator[Path]:
+    """Write a multi-file output into a hidden sibling folder and put it in place only when the block
+    finishes: ``path`` is always one complete run (an earlier run there is replaced whole, an interrupted
+    one leaves the earlier folder as it was, never a mix).
+
+    ``with atomic_output_dir(args.out) as staging: write_tables(staging)``; paths the block returns that
+    point into ``staging`` are mapped to ``path`` by :func:`relocate`.
+    """
+    import shutil
+    import tempfile
+    import uuid
+
+    from .irt.io import exchange_paths
+
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    try:
+        yield staging
+        if final.exists():
+            if exchange_paths(staging, final):
+                shutil.rmtree(staging, ignore_errors=True)
+            else:
+                retired = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
+                os.rename(final, retired)
+                os.rename(staging, final)
+                shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def relocate(value: Any, staging: Path, final: Path) -> Any:
+    """``value`` (nested dicts/lists/strings/paths) with every path inside ``staging`` moved to ``final``."""
+    if isinstance(value, dict):
+        return {k: relocate(v, staging, final) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(relocate(v, staging, final) for v in value)
+    if isinstance(value, (str, Path)):
+        text = str(value)
+        if text == str(staging) or text.startswith(str(staging) + os.sep):
+            moved = str(final) + text[len(str(staging)):]
+            return Path(moved) if isinstance(value, Path) else moved
+    return value

@@ -98,3 +98,24 @@ def test_two_fits_on_one_folder_end_in_one_complete_fit(setup, tmp_path):
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".shared.") and not p.name.endswith(".lock")]
     assert leftovers == []
     assert os.path.exists(target / "meta.json")
+
+
+def test_multi_file_outputs_are_replaced_whole_or_not_at_all(tmp_path):
+    """info/prune/link/adapt write through paths.atomic_output_dir: a finished run replaces the earlier
+    folder whole (its extra files gone), an interrupted one leaves the earlier folder untouched."""
+    from irtexam.paths import atomic_output_dir, relocate
+
+    out = tmp_path / "info"
+    out.mkdir()
+    (out / "facets.csv").write_text("earlier run\n")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output_dir(out) as staging:
+            (staging / "items.csv").write_text("half\n")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in out.iterdir()) == ["facets.csv"]
+    with atomic_output_dir(out) as staging:
+        (staging / "items.csv").write_text("new\n")
+        written = relocate({"items": str(staging / "items.csv"), "n": 3}, staging, out)
+    assert sorted(p.name for p in out.iterdir()) == ["items.csv"]
+    assert written == {"items": str(out / "items.csv"), "n": 3}
+    assert [p.name for p in tmp_path.iterdir() if p.name != "info"] == []

@@ -386,11 +386,13 @@ class AdaptResult:
     summary: dict[str, Any]
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write trajectory.csv and summary.json into ``directory``."""
+        """Write trajectory.csv and summary.json into ``directory`` (replaced whole: never a mix of two runs)."""
+        from ..paths import atomic_output_dir
+
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        self.trajectory.to_csv(out / "trajectory.csv", index=False)
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
+        with atomic_output_dir(out) as staging:
+            self.trajectory.to_csv(staging / "trajectory.csv", index=False)
+            (staging / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
         return {"trajectory": str(out / "trajectory.csv"), "summary": str(out / "summary.json")}
 
 

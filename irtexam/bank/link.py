@@ -174,12 +174,15 @@ class LinkResult:
     drift: pd.DataFrame
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write transform.json, items.csv and drift.csv into ``directory``."""
+        """Write transform.json, items.csv and drift.csv into ``directory`` (replaced whole: never a mix of
+        two runs)."""
+        from ..paths import atomic_output_dir
+
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "transform.json").write_text(json.dumps(self.transform, indent=2))
-        self.items.to_csv(out / "items.csv")
-        self.drift.to_csv(out / "drift.csv", index=False)
+        with atomic_output_dir(out) as staging:
+            (staging / "transform.json").write_text(json.dumps(self.transform, indent=2))
+            self.items.to_csv(staging / "items.csv")
+            self.drift.to_csv(staging / "drift.csv", index=False)
         return {k: str(out / f) for k, f in (("transform", "transform.json"), ("items", "items.csv"),
                                              ("drift", "drift.csv"))}
 

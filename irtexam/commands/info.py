@@ -82,8 +82,11 @@ def run(args) -> int:
     matplotlib.use("Agg")
     from ..paths import check_output_dir
 
+    from ..paths import atomic_output_dir, relocate
+
     check_output_dir(args.out, inputs=[args.fitdir])
-    manifest = analyze(args, args.out)
+    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+        manifest = relocate(analyze(args, staging), staging, Path(args.out))
     s = manifest["summary"]
     fs = s.get("fit_stats") or {}  # the fit's own RMSE numbers (one definition of the baseline)
     print(f"{s['n_items']} items, {s['n_examinees']} examinees; mean item information on [-2, 2]: "

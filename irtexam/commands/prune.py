@@ -52,7 +52,10 @@ def run(args) -> int:
     from ..paths import check_output_dir
 
     check_order(args.theta_range[0], args.theta_range[1], "--theta-range LOW", "HIGH")
-    check_output_dir(args.out, inputs=[args.responses])
+    check_output_dir(args.out, inputs=[args.responses, args.exam])
+    from ..exam.schema import read_exam, write_exam
+
+    exam = read_exam(args.exam) if args.exam else None  # a bad exam fails now, not after the fits
     rm = ResponseMatrix.read(args.responses)
     facets = resolve_facets(args.facets, rm)
     fit_kwargs = {"facets": facets} if facets else {}
@@ -60,16 +63,17 @@ def run(args) -> int:
                 theta_range=tuple(args.theta_range), min_items=args.min_items, method=args.method,
                 seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale)
     suffix = "".join(Path(args.responses).suffixes) or ".csv"
-    paths = res.save(args.out, response_name=f"responses_pruned{suffix}")
-    if args.exam:
-        from ..exam.schema import read_exam, write_exam
+    from ..paths import atomic_output_dir, relocate
 
-        kept = set(res.kept_items)
-        exam = read_exam(args.exam)
-        write_exam([it for it in exam if it.id in kept], Path(args.out) / "exam_pruned.jsonl")
-        missing = kept - {it.id for it in exam}
-        if missing:
-            print(f"note: {len(missing)} kept items are not in {args.exam} (first: {sorted(missing)[:3]})")
+    missing: set = set()
+    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+        paths = relocate(res.save(staging, response_name=f"responses_pruned{suffix}"), staging, Path(args.out))
+        if args.exam:
+            kept = set(res.kept_items)
+            write_exam([it for it in exam if it.id in kept], staging / "exam_pruned.jsonl")
+            missing = kept - {it.id for it in exam}
+    if missing:
+        print(f"note: {len(missing)} kept items are not in {args.exam} (first: {sorted(missing)[:3]})")
     first, last = res.steps.iloc[0], res.steps.iloc[-1]
     if res.uninformative:
         print(f"removed {len(res.uninformative)} item(s) without information before the first fit "
