@@ -66,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
     if acc.exists():
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             print(pd.read_csv(acc).round(3).to_string(index=False))
-    print(pd.read_csv(result.out_dir / "retrieval_recall.csv").round(3).to_string(index=False))
-    print(f"wrote {result.out_dir}/{{answers.parquet, responses.csv, accuracy.csv, retrieval_recall.csv, "
-          f"provenance.json}}")
+    recall = pd.read_csv(result.out_dir / "retrieval_recall.csv")
+    if len(recall):
+        print(recall.round(3).to_string(index=False))
+    tables = ("answers.parquet", "responses.csv", "accuracy.csv", "retrieval_recall.csv", "provenance.json")
+    written = [name for name in tables if (result.out_dir / name).exists()]
+    print(f"wrote {result.out_dir}/{{{', '.join(written)}}}")
+    missing = [name for name in tables if name not in written]
+    if missing:
+        print(f"not written (no answer logged yet): {', '.join(missing)}; run without --tables-only to answer")
     return 0
