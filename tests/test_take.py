@@ -182,6 +182,17 @@ def test_changing_the_normalisation_rereads_the_log_without_scoring(tmp_path):
     assert {r["normalisation"] for r in logged} == {"char"}
 
 
+class LetterFakeLLM(OpenBookFakeLLM):
+    """OpenBookFakeLLM plus a small preference among letters (bare letters never occur in the context, so the
+    open-book rule alone ties every candidate: take refuses such a scorer)."""
+
+    def score(self, requests):
+        rows = super().score(requests)
+        return [[ContinuationScore(s.logprob - 0.01 * (ord(c.strip()[:1] or "A") + len(r.prompt)) % 5, s.n_tokens,
+                                   s.n_chars) for s, c in zip(row, r.continuations)]
+                for row, r in zip(rows, requests)]
+
+
 def test_changed_template_invalidates_log(tmp_path):
     spec = _spec(tmp_path)
     out = tmp_path / "run"
@@ -189,8 +200,20 @@ def test_changed_template_invalidates_log(tmp_path):
     from irtexam.pipelines import PromptTemplate
 
     spec.prompt = PromptTemplate(continuation=" {letter}")
-    res = take_exam(spec, out, llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+    res = take_exam(spec, out, llm_factory=lambda e: LetterFakeLLM(e["name"]), progress=False)
     assert res.stale_records == 96 and res.scored_pairs == 96
+
+
+def test_a_scorer_that_ties_every_letter_is_refused(tmp_path):
+    """Issue 27: bare-letter continuations the open-book fake cannot tell apart tie on every item; take
+    refuses the batch instead of answering candidate A everywhere."""
+    from irtexam.errors import IrtexamError
+    from irtexam.pipelines import PromptTemplate
+
+    spec = _spec(tmp_path)
+    spec.prompt = PromptTemplate(continuation=" {letter}")
+    with pytest.raises(IrtexamError, match=r"the candidates of \d+ of \d+ items tie at the top"):
+        take_exam(spec, tmp_path / "run", llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
 
 
 def test_generate_keeps_free_form_answers(tmp_path):
