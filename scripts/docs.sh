@@ -8,6 +8,7 @@
 # exist, a missing snippet) into a failed build. Needs .venv/ (scripts/setup.sh --core is enough:
 # the API pages are read from the source, irtexam is not imported).
 set -euo pipefail
+export NO_MKDOCS_2_WARNING=1
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
