@@ -371,7 +371,9 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
     examinees, facets, contrasts, prob_greater) comes from these draws.
 
     Args:
-        responses: a ResponseMatrix or a path to a long response table.
+        responses: a ResponseMatrix, a path to a long response table, or a pandas DataFrame (wide: rows
+            examinees, columns items; or long: item, examinee, response + facet columns), see
+            :meth:`irtexam.responses.ResponseMatrix.coerce`.
         model: "1pl", "2pl", "3pl" or "grm".
         facets: examinee facet terms for the hierarchical model (e.g. ["llm", "retriever", "icl", "llm:icl"]).
         method: "auto" (default, :func:`resolve_method`), "em" (marginal), "map" (joint mode + corrected
@@ -379,9 +381,18 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         seed: seeds the held-out split, NUTS, and the Laplace draws.
         guessing: fix c for every item (e.g. 0.25); None lets the 3PL estimate it.
         n_choices: answer choices per item; centres the prior on c at 1 / n_choices.
+        identify: how facet levels are identified: "sum-to-zero" (default, the levels of each facet sum
+            to 0) or "reference" (the first level is 0).
+        residual: add a per-examinee residual term to the facet sum (sigma * e_m, sigma ~ HalfNormal(1)).
         init: a previous FitResult (or unconstrained parameter dict) to warm-start from; matched by id.
         heldout: fraction in (0, 0.5] of observed cells hidden from the fit and scored afterwards (0: none).
         se: uncertainty for MAP (True, "full", "blockwise"; False: point estimates only).
+        chains: number of NUTS chains ("nuts" only).
+        warmup: NUTS warm-up iterations per chain.
+        samples: NUTS draws kept per chain.
+        target_accept: NUTS target acceptance probability.
+        progress: show the sampler's progress bar (NUTS).
+        max_iter: iteration limit of the optimiser (MAP) or of the EM cycles ("em").
         draws: number of posterior draws of a MAP fit.
         correct_draws: importance-correct the MAP's Laplace draws (True) or keep them Gaussian.
         item_prior: "hierarchical" (the centres of the priors on d and c are learned from the exam,
@@ -389,10 +400,15 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
             on d = 0, c = 1 / n_choices) or "none" (flat: marginal maximum likelihood, as mirt; "em" only).
             Default (None): :func:`default_item_prior` of the method: "fixed" for "em", "hierarchical"
             for "map" and "nuts".
+        spec: a complete :class:`irtexam.irt.model.ModelSpec`; when given it replaces ``model``,
+            ``guessing``, ``n_choices``, ``identify``, ``residual`` and ``item_prior`` (``facets``, when
+            given, still replace the spec's facets).
         abilities: "eap" (default) or "map": how an "em" fit estimates abilities given the items.
         groups: "em" only: examinee groups with their own ability mean and sd (a facet column name, one
             label per examinee, or a mapping examinee -> label); the first group (or ``reference_group``)
             is N(0, 1) unless ``fixed_items`` anchor the scale.
+        reference_group: "em" only: the group whose ability distribution is fixed at N(0, 1) (default:
+            the first group).
         fixed_items: "em" only: an items table (a, b, c or b_1..b_K, indexed by item id) whose items are
             held at these values (fixed-item calibration onto a bank's scale).
         tol: "em" only: stop when no parameter moves more than ``tol`` in a cycle.
