@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 from .errors import InputError
 
 SUFFIXES_BY_FORMAT = {"json": (".json",), "csv": (".csv",), "jsonl": (".jsonl", ".jsonl.gz"),
-                      "html": (".html", ".htm"), "md": (".md",)}
+                      "html": (".html", ".htm"), "md": (".md", ".markdown")}
 
 
 def _writable_parent(path: Path, option: str) -> None:

@@ -224,6 +224,8 @@ def cases() -> list[Case]:
         add(command, "--out under a file", "{fit}", "--out", "{underfile}/x")
     add("info", "--exam ids match no item", "{fit}", "--exam", "{exam_other}", "--out", "{tmp}/info-out")
     add("report", "--out is a directory", "{fit}", "--out", "{dir}")
+    add("report", "--out .pdf (not html or md)", "{fit}", "--out", "{tmp}/report.pdf")
+    add("report", "--out .html with --format md", "{fit}", "--format", "md", "--out", "{tmp}/report.html")
     # prune
     for key, why in bad_tables.items():
         add("prune", f"responses: {why}", f"{{{key}}}", "--out", "{tmp}/prune-out")

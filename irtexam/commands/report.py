@@ -32,7 +32,7 @@ def run(args) -> int:
     from ..paths import check_output_file
 
     out = Path(args.out)
-    check_output_file(out, inputs=[args.fitdir])
+    check_output_file(out, inputs=[args.fitdir], formats=[args.format] if args.format else ["html", "md"])
     fmt = args.format or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     files = out.with_name(out.stem + "_files")
     manifest = analyze(args, files)
