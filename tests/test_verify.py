@@ -142,7 +142,7 @@ def test_absolute_decision_rules(judge, pick, verdict, new_key):
 @pytest.mark.parametrize("judge,pick,verdict,new_key", [
     ([0.1, 0.9, 0.2, 0.1], [0.05, 0.85, 0.05, 0.05], "keep", None),
     ([0.02, 0.05, 0.02, 0.03], [0.2, 0.4, 0.2, 0.2], "keep", None),          # says No to all: only shares count
-    ([0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], "keep", None),     # cannot tell: keep
+    ([0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25], "no_verdict", None),  # cannot tell: no verdict
     ([0.1, 0.2, 0.1, 0.9], [0.05, 0.1, 0.05, 0.8], "wrong_key", 3),          # clear: re-keyed
     ([0.2, 0.2, 0.2, 0.4], [0.2, 0.25, 0.2, 0.35], "wrong_key", None),      # preferred, not clear
     ([0.3, 0.02, 0.3, 0.3], [0.3, 0.1, 0.3, 0.3], "unsupported", None),
@@ -325,6 +325,27 @@ def test_non_finite_scores_are_refused():
 
     with pytest.raises(IrtexamError, match="non-finite"):
         verify_items([item()], NaNVerifier(set()))
+
+
+class FlatVerifier(ScriptedVerifier):
+    """Every continuation gets the same log-probability: a judge that cannot tell the options apart."""
+
+    def score(self, requests):
+        return [[ContinuationScore(-1.0, 1, 1) for _ in r.continuations] for r in requests]
+
+
+def test_a_verifier_that_cannot_tell_the_options_apart_gives_no_verdict():
+    """Issue 27: equal support for every option is no verdict (kept unverified, counted), never 'keep'
+    with a reason; on most of an exam it refuses the verifier and writes nothing."""
+    kept, verdicts, summary = verify_items([item()], FlatVerifier(set()), config=VerifyConfig(calibrate=False))
+    assert verdicts[0].verdict == "no_verdict" and "same score" in verdicts[0].reason
+    assert len(kept) == 1 and summary.verdicts["no_verdict"] == 1
+    items = [item(f"doc#0/q{i}") for i in range(5)]
+    with pytest.raises(IrtexamError, match="same score on 5 of 5 items"):
+        verify_items(items, FlatVerifier(set()), config=VerifyConfig(calibrate=False))
+    # a verifier that does tell them apart is unaffected
+    _, verdicts, _ = verify_items(items, ScriptedVerifier({"4MB"}))
+    assert {v.verdict for v in verdicts} == {"keep"}
 
 
 # ------------------------------------------------------------------ the real model

@@ -68,7 +68,10 @@ from ..errors import InputError, IrtexamError
 from ..llm.base import LLM, ContinuationScore, ScoreRequest
 from .schema import LETTERS, ExamItem
 
-VERDICTS = ("keep", "wrong_key", "multiple_correct", "unsupported", "malformed")
+VERDICTS = ("keep", "wrong_key", "multiple_correct", "unsupported", "malformed", "no_verdict")
+# A verifier whose scores give every option the same support decides nothing: "no_verdict" (the item is
+# neither kept as verified nor removed); more than this share of no_verdict items refuses the verifier.
+MAX_NO_VERDICT_SHARE = 0.5
 DEFAULT_VERIFIER = "qwen2.5-coder-1.5b"
 CONTENT_FREE = "N/A"
 
@@ -135,7 +138,7 @@ class ItemVerdict:
     @property
     def kept(self) -> bool:
         """Whether the item goes into the verified exam (keep, or a re-keyed wrong key)."""
-        return self.verdict == "keep" or self.rekeyed
+        return self.verdict in ("keep", "no_verdict") or self.rekeyed
 
     def row(self, n_choices: int) -> dict[str, Any]:
         """One REPORT.csv row: item, verdict, rekeyed, key, new_key, per candidate the support
@@ -470,6 +473,15 @@ def pick_probabilities(scores: Sequence[Sequence[ContinuationScore]], orders: Se
     return [t / len(orders) for t in total]
 
 
+def cannot_tell_apart(judge: Sequence[float], pick: Sequence[float], tolerance: float = 1e-6) -> bool:
+    """True when the judge probabilities are all equal (within ``tolerance``) and the pick probabilities
+    are too (or absent): such a verifier says nothing about which option is right."""
+    def flat(values: Sequence[float]) -> bool:
+        finite = [v for v in values if not math.isnan(v)]
+        return not finite or max(finite) - min(finite) <= tolerance
+    return len(judge) > 1 and flat(judge) and flat(pick) and any(not math.isnan(j) for j in judge)
+
+
 def decide(item: ExamItem, judge: Sequence[float], pick: Sequence[float],
            checks: Sequence[tuple[str, str]], config: VerifyConfig = VerifyConfig()) -> ItemVerdict:
     """The verdict of one item from its scores and static findings (rules in the module doc)."""
@@ -479,6 +491,10 @@ def decide(item: ExamItem, judge: Sequence[float], pick: Sequence[float],
         worst = next(v for v in ("malformed", "unsupported", "multiple_correct") if v in labels)
         reasons = "; ".join(r for v, r in checks if v == worst)
         return ItemVerdict(item.id, worst, key, None, reasons, list(judge), list(pick), labels)
+    if cannot_tell_apart(judge, pick):
+        shown = ", ".join(f"{LETTERS[k]} {judge[k]:.2f}" for k in range(len(judge)))
+        return ItemVerdict(item.id, "no_verdict", key, None, f"the verifier gives every option the same score "
+                           f"({shown}): no verdict, the item is kept unverified", list(judge), list(pick))
     if config.rule == "relative":
         return _decide_relative(item, judge, pick, config)
     n = len(item.choices)
@@ -635,6 +651,10 @@ def verify_items(items: Sequence[ExamItem], llm: LLM, *, documents: dict[str, st
         if bar is not None:
             bar.close()
     counts = {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
+    if len(verdicts) >= 4 and counts["no_verdict"] > MAX_NO_VERDICT_SHARE * len(verdicts):
+        raise IrtexamError(f"the verifier {llm.name!r} gives every option the same score on {counts['no_verdict']} "
+                           f"of {len(verdicts)} items: it cannot tell the options apart (a server returning equal "
+                           "log-probs?); nothing is written")
     summary = VerifySummary(model=llm.name, n_items=len(items), verdicts=counts,
                             rekeyed=sum(v.rekeyed for v in verdicts), kept=len(kept),
                             removed=len(items) - len(kept), llm_calls_run=int(getattr(llm, "misses", 0)),

@@ -258,7 +258,7 @@ def verify_filter(items: Sequence[ExamItem], llm: Any = None, cache_dir: str | N
     config = VerifyConfig(permutations=permutations, rekey=False)
     _, verdicts, summary = verify_items(list(items), model, documents=documents, config=config,
                                         cache_dir=cache_dir or cache_root() / "calls", progress=progress)
-    res = _result("verify", [None if v.verdict == "keep" else v.verdict for v in verdicts],
+    res = _result("verify", [None if v.verdict in ("keep", "no_verdict") else v.verdict for v in verdicts],
                   model=summary.model, permutations=permutations)
     res.scores = {"judge_key": [v.judge[v.key] for v in verdicts], "pick_key": [v.pick[v.key] for v in verdicts]}
     return res
