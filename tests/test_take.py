@@ -23,12 +23,16 @@ class OpenBookFakeLLM:
     log-likelihood = -2 per word + 10 x (share of the candidate's words found in the context,
     the prompt before its first "Question:"); so it answers well exactly when retrieval
     put the right passage in the prompt.
-    Raises after ``fail_after`` score() calls to simulate a crash.
+    Raises after ``fail_after`` score() calls to simulate a crash. ``tiebreak`` subtracts 1e-6 x the
+    candidate's position, so candidates the rule scores alike (same word count, nothing in the context)
+    go to the first one as before instead of tying (take does not score tied items); ``tiebreak=False``
+    is the tying scorer.
     """
 
-    def __init__(self, name="fake", fail_after=None):
+    def __init__(self, name="fake", fail_after=None, tiebreak=True):
         self.name = name
         self.fail_after = fail_after
+        self.tiebreak = tiebreak
         self.calls = 0
         self.scored: list[tuple[str, tuple[str, ...]]] = []
 
@@ -41,10 +45,10 @@ class OpenBookFakeLLM:
             self.scored.append((r.prompt, r.continuations))
             context = set(re.findall(r"\w+%?", r.prompt.split("Question:")[0].lower()))
             row = []
-            for c in r.continuations:
+            for position, c in enumerate(r.continuations):
                 words = re.findall(r"\w+%?", c.lower())
                 share = sum(w in context for w in words) / max(len(words), 1)
-                lp = -2.0 * len(words) + 10.0 * share
+                lp = -2.0 * len(words) + 10.0 * share - (1e-6 * position if self.tiebreak else 0.0)
                 row.append(ContinuationScore(lp, len(words), len(c)))
             out.append(row)
         return out
@@ -204,6 +208,39 @@ def test_changed_template_invalidates_log(tmp_path):
     assert res.stale_records == 96 and res.scored_pairs == 96
 
 
+class TiesOnOneItemFake(OpenBookFakeLLM):
+    """OpenBookFakeLLM, except that every candidate of item ``target`` gets the same log-likelihood."""
+
+    def __init__(self, name, target):
+        super().__init__(name)
+        self.target = target
+
+    def score(self, requests):
+        rows = super().score(requests)
+        return [[ContinuationScore(-1.0, 1, 1) for _ in row] if self.target in r.prompt.rsplit("Question:", 1)[-1]
+                else row for row, r in zip(rows, requests)]
+
+
+def test_an_item_whose_candidates_tie_is_logged_not_scored(tmp_path):
+    """Issue 27: a tied item is not answered 'A' by default: its cells are missing in responses.csv, counted
+    in the summary and provenance, and the log keeps the record (tied: true)."""
+    import json
+
+    from irtexam.exam.schema import read_exam
+
+    first = read_exam(DATA / "retrieval_exam.jsonl")[0]
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    res = take_exam(spec, out, llm_factory=lambda e: TiesOnOneItemFake(e["name"], first.question), progress=False)
+    assert res.tied_pairs == 12 and "tied candidates (not scored): 12" in res.summary()
+    rm = ResponseMatrix.read(out / "responses.csv")
+    row = rm.items.index(first.id)
+    assert pd.isna(rm.values[row]).all() and not pd.isna(np.delete(rm.values, row, axis=0)).any()
+    assert json.loads((out / "provenance.json").read_text())["counts"]["tied_not_scored"] == 12
+    logged = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
+    assert sum(r["tied"] for r in logged) == 12 and all(r["correct"] is None for r in logged if r["tied"])
+
+
 def test_a_scorer_that_ties_every_letter_is_refused(tmp_path):
     """Issue 27: bare-letter continuations the open-book fake cannot tell apart tie on every item; take
     refuses the batch instead of answering candidate A everywhere."""
@@ -213,7 +250,8 @@ def test_a_scorer_that_ties_every_letter_is_refused(tmp_path):
     spec = _spec(tmp_path)
     spec.prompt = PromptTemplate(continuation=" {letter}")
     with pytest.raises(IrtexamError, match=r"the candidates of \d+ of \d+ items tie at the top"):
-        take_exam(spec, tmp_path / "run", llm_factory=lambda e: OpenBookFakeLLM(e["name"]), progress=False)
+        take_exam(spec, tmp_path / "run", llm_factory=lambda e: OpenBookFakeLLM(e["name"], tiebreak=False),
+                  progress=False)
 
 
 def test_generate_keeps_free_form_answers(tmp_path):

@@ -71,7 +71,8 @@ class LiveAnswerer:
         key = (self.pipeline.id, item_id)
         if key in self.done:
             self.resumed += 1
-            return float(self.done[key]["correct"])
+            correct = self.done[key]["correct"]
+            return None if correct is None else float(correct)  # None: tied candidates, not scored
         spec, it = self.spec, self.items[item_id]
         if hasattr(self.retriever, "prepare"):
             self.retriever.prepare([it.question])
@@ -87,7 +88,7 @@ class LiveAnswerer:
         self.log.write(record)
         self.done[key] = record
         self.scored += 1
-        return float(record["correct"])
+        return None if record["correct"] is None else float(record["correct"])  # None: tied, not scored
 
     def tick(self, n: int) -> None:
         """Progress line per administered item."""

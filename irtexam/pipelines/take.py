@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..exam.schema import ExamItem, read_exam
-from ..grading.multiple_choice import DedupStats, check_not_uninformative, choose, score_deduplicated
+from ..grading.multiple_choice import DedupStats, check_not_uninformative, choose, score_deduplicated, top_tied
 from ..grading.reply import ROUTES, GradedReply, grade_reply
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..llm.openai_compat import check_can_score
@@ -91,6 +91,7 @@ class TakeResult:
     dedup: DedupStats = field(default_factory=DedupStats)
     oracle_missing: int = 0
     missing_pairs: int = 0
+    tied_pairs: int = 0  # answers whose best candidates tie: logged, not scored (missing in responses.csv)
     seconds: float = 0.0
     grading: dict[str, dict[str, int]] = field(default_factory=dict)
     regraded: int = 0
@@ -103,6 +104,7 @@ class TakeResult:
                 f"score requests {self.dedup.requested}, distinct {self.dedup.unique} "
                 f"({self.dedup.saved} shared across pipelines); items without a usable oracle chunk: "
                 f"{self.oracle_missing}; (pipeline, item) pairs not answered yet: {self.missing_pairs}; "
+                f"tied candidates (not scored): {self.tied_pairs}; "
                 f"{self.seconds:.1f} s" + self.grading_summary())
 
     def grading_summary(self) -> str:
@@ -400,10 +402,13 @@ def answer_record(pipeline: Pipeline, item: ExamItem, hits: Sequence[Hit], demos
                   shared: bool, config: str, template_sha: str) -> dict[str, Any]:
     """One row of the answers table (JSON-serialisable)."""
     chosen = {n: choose(scores, n) for n in ("token", "char", "sum")}
+    tied = {n: top_tied(scores, n) for n in ("token", "char", "sum")}
     pick = chosen[normalisation]
     return {
         "pipeline": pipeline.id, **pipeline.facets, "icl_k": pipeline.icl, "item": item.id,
-        "answer": item.answer, "chosen": pick, "correct": int(pick == item.answer),
+        # an item whose best candidates tie is not scored: no pick would be an answer (issue 27)
+        "answer": item.answer, "chosen": pick, "correct": None if tied[normalisation] else int(pick == item.answer),
+        "tied": tied[normalisation], "tied_token": tied["token"], "tied_char": tied["char"], "tied_sum": tied["sum"],
         "chosen_token": chosen["token"], "chosen_char": chosen["char"], "chosen_sum": chosen["sum"],
         "normalisation": normalisation,
         "logprob_sum": [s.logprob for s in scores], "logprob_token": [s.per_token for s in scores],
@@ -426,7 +431,9 @@ def under_normalisation(record: Mapping[str, Any], normalisation: str) -> dict[s
     out = dict(record)
     pick = record.get(f"chosen_{normalisation}")
     if pick is not None and record.get("normalisation") != normalisation:
-        out.update(chosen=pick, correct=int(pick == record["answer"]), normalisation=normalisation)
+        tied = bool(record.get(f"tied_{normalisation}", False))
+        out.update(chosen=pick, correct=None if tied else int(pick == record["answer"]), tied=tied,
+                   normalisation=normalisation)
     return out
 
 
@@ -726,6 +733,7 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
     recall_rows = list(recall_rows) + system_recall_rows(spec, records)
     pd.DataFrame(recall_rows, columns=RECALL_COLUMNS).to_csv(out / "retrieval_recall.csv", index=False)
     n_missing = result.missing_pairs = len(ids) * len(items) - len(answers)
+    result.tied_pairs = sum(bool(r.get("tied")) for r in records)
     result.grading = grading_counts(records)
     if len(answers):
         facets = facet_columns(spec)
@@ -761,7 +769,8 @@ def write_outputs(spec: GridSpec, out: Path, items: Sequence[ExamItem], pipeline
         "versions": _versions(),
         "counts": {"scored_now": result.scored_pairs, "resumed": result.resumed_pairs,
                    "stale_log_records": result.stale_records, "unreadable_log_lines": result.unreadable_lines,
-                   "missing_pairs": n_missing, "score_requests": result.dedup.requested,
+                   "missing_pairs": n_missing, "tied_not_scored": result.tied_pairs,
+                   "score_requests": result.dedup.requested,
                    "distinct_score_requests": result.dedup.unique, "oracle_missing": result.oracle_missing,
                    "answers_reread_under_normalisation": reread, "replies_regraded": result.regraded},
         "seconds": result.seconds,
