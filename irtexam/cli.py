@@ -181,8 +181,9 @@ def _main(argv: list[str]) -> int:
         return 2
 
 
-# Commands whose finished calls are cached and skipped on a re-run (take, generate, verify, grade).
-RESUMABLE_COMMANDS = frozenset({"take", "generate", "verify", "grade", "demo"})
+# Commands whose finished work is kept and skipped on a re-run: LLM calls (take, generate, verify, grade)
+# and prune's finished rounds.
+RESUMABLE_COMMANDS = frozenset({"take", "generate", "verify", "grade", "demo", "prune"})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -133,3 +133,45 @@ def test_mean_sigma_linking_keeps_probabilities_and_rescales_information():
     i_now = inf.item_information(now, items.a.values, items.b.values, items.c.values)
     i_ref = inf.item_information(ref, linked.a.values, linked.b.values, linked.c.values)
     np.testing.assert_allclose(i_ref, i_now / A ** 2, rtol=1e-10)
+
+
+def test_interrupted_prune_resumes_its_finished_rounds(tmp_path, monkeypatch, capsys):
+    """Issue 27: `irtexam prune` keeps each round's fit beside --out; after an interruption a re-run loads the
+    finished rounds instead of fitting them again, ends with the same steps table as an uninterrupted run,
+    and removes the rounds once the prune is written."""
+    import importlib
+
+    import pandas as pd
+
+    from irtexam.cli import main
+
+    responses = tmp_path / "r.csv"
+    assert main(["simulate", "--items", "14", "--examinees", "200", "--model", "2pl", "--seed", "3",
+                 "--out", str(responses)]) == 0
+    args = ["prune", str(responses), "--model", "2pl", "--method", "em", "--steps", "3", "--drop", "0.2",
+            "--heldout", "0", "--min-items", "4"]
+    assert main(args + ["--out", str(tmp_path / "whole")]) == 0
+    fit_module = importlib.import_module("irtexam.irt.fit")
+    real_fit, calls = fit_module.fit, []
+
+    def counting(*a, **k):
+        calls.append(1)
+        if len(calls) == 3 and not getattr(counting, "resumed", False):
+            raise KeyboardInterrupt
+        return real_fit(*a, **k)
+
+    monkeypatch.setattr(fit_module, "fit", counting)
+    out = tmp_path / "cut"
+    assert main(args + ["--out", str(out)]) == 130
+    assert "a re-run of the same command resumes" in capsys.readouterr().err
+    assert not out.exists()
+    assert len([p for p in (tmp_path / ".cut.prune-rounds").iterdir() if p.name.startswith("step")]) == 2
+    calls.clear()
+    counting.resumed = True
+    assert main(args + ["--out", str(out)]) == 0
+    assert len(calls) == 2  # rounds 2 and 3 only: 0 and 1 were loaded
+    assert not (tmp_path / ".cut.prune-rounds").exists()
+    whole = pd.read_csv(tmp_path / "whole" / "steps.csv")
+    resumed = pd.read_csv(out / "steps.csv")
+    pd.testing.assert_frame_equal(whole[["step", "n_items"]], resumed[["step", "n_items"]])
+    assert (whole["mean_information"] - resumed["mean_information"]).abs().max() < 1e-3

@@ -28,6 +28,7 @@ id comes first in natural order. The steps table counts them (``ties_at_cut``).
 from __future__ import annotations
 
 import inspect
+import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +290,15 @@ def _grid_mean_information(items: pd.DataFrame, grid: np.ndarray) -> np.ndarray:
 SCALES = ("step0", "linked", "refit")
 
 
+def _round_key(rm, model: str, seed: int, heldout: float, options: dict) -> str:
+    """What one round's fit depends on (responses, model, seed, held-out share, fit options), hashed: the
+    name of its checkpoint folder."""
+    import hashlib
+
+    text = json.dumps([rm.fingerprint(), model, seed, heldout, sorted((k, repr(v)) for k, v in options.items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _step_row(step: int, result, items: pd.DataFrame, n_dropped: int, grid: np.ndarray, n_observed: int,
               initial_items: pd.DataFrame, A: float, B: float, scale: str) -> dict:
     """One row of the steps table; ``items`` are the round's own (refit) parameters."""
@@ -336,7 +346,7 @@ def prune(responses, model: str = "3pl", drop: float = 0.1, steps: int = 3, by: 
           seed: int = 0, heldout: float = 0.0, fit_kwargs: dict | None = None,
           curve_grid: np.ndarray | None = None, fit_fn: Callable | None = None,
           scale: str = "step0", progress: bool = True, *, facets: Sequence[str] | str | None = None,
-          drop_uninformative: bool = True, **fit_options: Any) -> PruneResult:
+          drop_uninformative: bool = True, checkpoint: str | Path | None = None, **fit_options: Any) -> PruneResult:
     """Iteratively drop the least discriminative (or least informative) items and refit.
 
     ``responses`` is anything :func:`irtexam.fit` takes (a ResponseMatrix, a path, a wide
@@ -416,10 +426,23 @@ def prune(responses, model: str = "3pl", drop: float = 0.1, steps: int = 3, by: 
         extra = dict(kwargs)
         if default_fit and step < len(plan) and "se" not in extra:
             extra["se"] = False  # intermediate fits need point estimates only
+        folder = None
+        if checkpoint is not None and default_fit:
+            folder = Path(checkpoint) / f"step{step}-{_round_key(rm, model, seed + step, heldout, extra)}"
+            if (folder / "meta.json").exists():
+                from ..errors import IrtexamError
+                from ..irt.result import load_fit
+
+                try:
+                    return load_fit(folder)  # a round finished before an interruption
+                except IrtexamError:
+                    pass  # damaged: fit again
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             out = fit_fn(rm, model=model, seed=seed + step, heldout=heldout, init=init, **extra)
         _collect(caught, step, seen)
+        if folder is not None:
+            out.save(folder, idata=False)
         return out
 
     from tqdm.auto import tqdm

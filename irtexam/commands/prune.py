@@ -59,9 +59,14 @@ def run(args) -> int:
     rm = ResponseMatrix.read(args.responses)
     facets = resolve_facets(args.facets, rm)
     fit_kwargs = {"facets": facets} if facets else {}
+    # each round's fit is kept beside --out until the whole prune is written: a re-run after an
+    # interruption loads the finished rounds instead of fitting them again
+    out = Path(args.out).resolve()
+    checkpoint = out.parent / f".{out.name}.prune-rounds"
     res = prune(rm, model=args.model, drop=args.drop, steps=args.steps, by=args.by,
                 theta_range=tuple(args.theta_range), min_items=args.min_items, method=args.method,
-                seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale)
+                seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale,
+                checkpoint=checkpoint)
     suffix = "".join(Path(args.responses).suffixes) or ".csv"
     from ..paths import atomic_output_dir, relocate
 
@@ -72,6 +77,9 @@ def run(args) -> int:
             kept = set(res.kept_items)
             write_exam([it for it in exam if it.id in kept], staging / "exam_pruned.jsonl")
             missing = kept - {it.id for it in exam}
+    import shutil
+
+    shutil.rmtree(checkpoint, ignore_errors=True)  # the prune is written: its rounds are no longer needed
     if missing:
         print(f"note: {len(missing)} kept items are not in {args.exam} (first: {sorted(missing)[:3]})")
     first, last = res.steps.iloc[0], res.steps.iloc[-1]
