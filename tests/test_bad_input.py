@@ -68,3 +68,18 @@ def test_one_line_from_the_installed_script(fixtures, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "truncated.csv.gz" in proc.stderr
+
+
+def test_fit_refuses_a_matrix_that_would_not_fit_in_memory(fixtures, tmp_path, monkeypatch, capsys):
+    """The memory check before allocating (issue 27): with one 4 kB page 'free', a fit of 8 x 40 cells
+    (250 bytes a cell: 80 kB) is refused with the size it would need, before any fit."""
+    import os
+
+    from irtexam.cli import main
+
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: 1 if name == "SC_AVPHYS_PAGES" else
+                        (4096 if name == "SC_PAGE_SIZE" else real(name)))
+    assert main(["fit", fixtures["resp"], "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "8 items x 40 examinees = 320 cells would need about" in err and err.count("\n") == 1

@@ -117,6 +117,9 @@ def resolve_facets(option: str | None, responses) -> list[str] | None:
     return split_list(option) or None
 
 
+FIT_BYTES_PER_CELL = 250
+
+
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
     from ..irt.fit import fit, resolve_method
@@ -126,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_folder(args.out)  # before any work: an unusable --out fails now, not after the fit
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
+    from .simulate import check_memory
+
+    # measured peak of a whole-process fit: about 230 bytes a cell at 10^7 cells
+    # (benchmarks/results/marginal_scaling.txt); refuse before the fit what would not fit in memory
+    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL,
+                 f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
     facets = resolve_facets(args.facets, responses)
     method = resolve_method(args.method, facets, responses.n_items)
     if args.method == "auto" and method == "nuts":
