@@ -37,7 +37,7 @@ Point the same flow at your own corpus and a served model:
 qwen2.5-coder-0.5b, qwen2.5-coder-1.5b), a .gguf file, a transformers model folder, or
 the base URL of an OpenAI-compatible server (vLLM, llama.cpp server); the API key is
 read from the variable named by --api-key-env. For the full-size run, use the stage
-commands directly (irtexam generate / filter / take / fit / info / report; see README).
+commands directly (irtexam generate / filter / take / fit / info / report; see docs/guide/index.md).
 """
 
 
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
 
     t = stage(6, "fit the live responses")
     # `--method auto` (the default) fits a live exam of fewer than 50 questions by NUTS: on an exam this small
-    # the MAP fit's facet intervals are too narrow (README "Uncertainty": 80% coverage of 90% intervals at
+    # the MAP fit's facet intervals are too narrow (docs/guide/uncertainty.md: 80% coverage of 90% intervals at
     # 5-20 items), and NUTS on a few items takes seconds
     _call(["fit", str(out / "take" / "responses.csv"), "--model", "3pl", "--facets", "auto",
            "--out", str(out / "fit_live")])
