@@ -64,8 +64,10 @@ def test_bad_input_exits_non_zero_with_one_clear_line(tmp_path, content, expecte
 def test_unknown_facet_and_missing_file(tmp_path, capsys):
     responses = tmp_path / "r.csv"
     main(["simulate", "--items", "10", "--examinees", "5", "--out", str(responses)])
+    capsys.readouterr()
     assert main(["fit", str(responses), "--facets", "llm", "--out", str(tmp_path / "o")]) == 2
-    assert "unknown facet term 'llm'" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "unknown facet term 'llm'" in captured.err and "method:" not in captured.out  # no misleading line
     assert main(["fit", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == 2
     assert "file not found" in capsys.readouterr().err
 

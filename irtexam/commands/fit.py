@@ -136,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
     check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL,
                  f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
     facets = resolve_facets(args.facets, responses)
+    from ..irt.fit import _validate_facets
+
+    _validate_facets(responses, facets)  # an unknown facet fails before the method line is printed
     method = resolve_method(args.method, facets, responses.n_items)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
