@@ -1,6 +1,7 @@
-"""Output paths checked before any work: a command that will write a file refuses, with one line and
-before it computes anything, a path it could not write (under a file, a folder where a file is
-meant, an unwritable place) or a path that is one of its own inputs (the input would be lost)."""
+"""Output paths (and memory) checked before any work: a command that will write a file refuses, with one
+line and before it computes anything, a path it could not write (under a file, a folder where a file is
+meant, an unwritable place), a path that is one of its own inputs (the input would be lost), or work whose
+arrays would not fit in the memory the machine has free."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import InputError
+from .errors import InputError, IrtexamError
 
 SUFFIXES_BY_FORMAT = {"json": (".json",), "csv": (".csv",), "jsonl": (".jsonl", ".jsonl.gz"),
                       "html": (".html", ".htm"), "md": (".md", ".markdown")}
@@ -24,6 +25,18 @@ def _writable_parent(path: Path, option: str) -> None:
                          path=str(path))
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot be written: {parent} is not writable; choose another {option}", path=str(path))
+
+
+def check_memory(cells: int, bytes_per_cell: int, what: str) -> None:
+    """Refuse, before allocating, work whose arrays would not fit in the memory this machine has free."""
+    need = cells * bytes_per_cell
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not on this platform: do not guess
+        return
+    if need > free:
+        raise IrtexamError(f"{what} = {cells:,} cells would need about {need / 2**30:,.1f} GiB of memory; "
+                           f"{free / 2**30:,.1f} GiB is free (use fewer items or examinees)")
 
 
 def check_output_file(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = (),
@@ -76,28 +89,53 @@ def atomic_output_dir(path: str | Path) -> Iterator[Path]:
     """
     import shutil
     import tempfile
-    import uuid
-
-    from .irt.io import exchange_paths
 
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
     try:
         yield staging
-        if final.exists():
-            if exchange_paths(staging, final):
-                shutil.rmtree(staging, ignore_errors=True)
-            else:
-                retired = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
-                os.rename(final, retired)
-                os.rename(staging, final)
-                shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.rename(staging, final)
+        put_in_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system or
+    file system cannot, and the caller falls back to renames."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def put_in_place(staging: Path, final: Path) -> None:
+    """Move the finished folder ``staging`` to ``final``, replacing an earlier ``final`` whole: one atomic
+    exchange where the system can (never a moment without a complete folder), else two renames (a crash
+    between them leaves the earlier folder beside, as ``.NAME.replaced-*``)."""
+    import shutil
+    import uuid
+
+    if not final.exists():
+        os.rename(staging, final)
+    elif exchange_paths(staging, final):
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        retired = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
+        os.rename(final, retired)
+        os.rename(staging, final)
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def relocate(value: Any, staging: Path, final: Path) -> Any:

@@ -126,15 +126,12 @@ def make_fixtures(root: Path) -> dict[str, str]:
     f["spec_badyaml"].write_text("exam: [unclosed\n  llms: {\n")
     f["spec_list"] = root / "spec-list.yaml"
     f["spec_list"].write_text("- a\n- b\n")
-    f["spec_timeout"] = root / "spec-timeout.yaml"
-    f["spec_timeout"].write_text(f"exam: {f['exam']}\nsystems:\n  - label: s1\n    url: http://127.0.0.1:9/answer\n"
-                                 "    timeout: fast\n")
-    f["spec_retries"] = root / "spec-retries.yaml"
-    f["spec_retries"].write_text(f"exam: {f['exam']}\nsystems:\n  - label: s1\n    url: http://127.0.0.1:9/answer\n"
-                                 "    max_retries: -1\n")
-    f["spec_nosystem"] = root / "spec-python.yaml"
-    f["spec_nosystem"].write_text(f"exam: {f['exam']}\nsystems:\n  - label: s1\n"
-                                  "    python: no_such_module_xyz:answer\n")
+    down = "url: http://127.0.0.1:9/answer"
+    for key, name, system in (("spec_timeout", "spec-timeout.yaml", f"{down}\n    timeout: fast"),
+                              ("spec_retries", "spec-retries.yaml", f"{down}\n    max_retries: -1"),
+                              ("spec_nosystem", "spec-python.yaml", "python: no_such_module_xyz:answer")):
+        f[key] = root / name  # a spec with one system entry
+        f[key].write_text(f"exam: {f['exam']}\nsystems:\n  - label: s1\n    {system}\n")
     f["spec_llmopt"] = root / "spec-llmopt.yaml"
     f["spec_llmopt"].write_text(f"exam: {f['exam']}\nllms:\n  - name: smollm2-135m\n    temprature: 0.5\n"
                                 "retrievers: [none]\nicl: [0]\n")

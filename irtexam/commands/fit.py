@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_folder(args.out)  # before any work: an unusable --out fails now, not after the fit
     responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
-    from .simulate import check_memory
+    from ..paths import check_memory
 
     # measured peak of a whole-process fit: about 230 bytes a cell at 10^7 cells
     # (benchmarks/results/marginal_scaling.txt); refuse before the fit what would not fit in memory

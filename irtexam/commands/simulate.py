@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
 from ..options import FRACTION_HALF_OPEN, POSITIVE_INT, SEED
 
@@ -43,26 +42,12 @@ def parse_facet_grid(text: str | None) -> dict[str, int] | None:
 SIMULATE_BYTES_PER_CELL = 120
 
 
-def check_memory(cells: int, bytes_per_cell: int, what: str) -> None:
-    """Refuse, before allocating, work whose arrays would not fit in the memory this machine has free."""
-    from ..errors import IrtexamError
-
-    need = cells * bytes_per_cell
-    try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not on this platform: do not guess
-        return
-    if need > free:
-        raise IrtexamError(f"{what} = {cells:,} cells would need about {need / 2**30:,.1f} GiB of memory; "
-                           f"{free / 2**30:,.1f} GiB is free (use fewer items or examinees)")
-
-
 def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from ..irt.simulate import simulate
-    from ..paths import check_output_file
+    from ..paths import check_memory, check_output_file
 
     check_output_file(args.out, "--out", formats=["csv", "csv.gz", "tsv", "tsv.gz", "parquet", "jsonl"])
     grid = parse_facet_grid(args.facets)
@@ -70,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_memory(args.items * examinees, SIMULATE_BYTES_PER_CELL,
                  f"--items {args.items} x {examinees} examinees")
     responses, truth = simulate(args.items, args.examinees, model=args.model, seed=args.seed,
-                                facets=parse_facet_grid(args.facets), missing=args.missing)
+                                facets=grid, missing=args.missing)
     out = responses.save(args.out)
     truth_path = Path(str(out) + ".truth.json")
     truth_path.write_text(json.dumps({k: v.tolist() for k, v in truth.items() if k != "p"}))

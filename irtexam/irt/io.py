@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..paths import put_in_place
 from ..responses import ResponseMatrix
 from . import model as mdl
 from .draws import DrawDiagnostics
@@ -66,39 +67,11 @@ def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
             raise InputError(f"cannot write the fit folder here ({exc.strerror})", path=str(directory)) from None
         try:
             _write_fit(result, staging, netcdf)
-            if directory.exists():
-                if exchange_paths(staging, directory):  # one atomic step: never a moment without a fit
-                    shutil.rmtree(staging, ignore_errors=True)
-                else:  # no renameat2 here: two renames (a crash between them leaves the old fit beside it)
-                    retired = directory.parent / f".{directory.name}.replaced-{uuid.uuid4().hex[:8]}"
-                    os.rename(directory, retired)
-                    os.rename(staging, directory)
-                    shutil.rmtree(retired, ignore_errors=True)
-            else:
-                os.rename(staging, directory)
+            put_in_place(staging, directory)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return directory
-
-
-def exchange_paths(a: Path, b: Path) -> bool:
-    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system or
-    file system cannot, and the caller falls back to renames."""
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def check_output_folder(directory: str | Path) -> Path:
