@@ -11,7 +11,10 @@ work="${1:-$(mktemp -d)}"
 PY="${PYTHON:-python3.11}"
 "$PY" -m venv "$work/build-venv"
 "$work/build-venv/bin/pip" install -q --disable-pip-version-check build
-"$work/build-venv/bin/python" -m build --wheel --outdir "$work/dist" "$repo" > "$work/build.log" 2>&1
+# build from a copy of the tracked files: setuptools writes build/ and *.egg-info/ into the tree it builds
+mkdir -p "$work/src"
+git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 cp -P --parents -t "$work/src")
+"$work/build-venv/bin/python" -m build --wheel --outdir "$work/dist" "$work/src" > "$work/build.log" 2>&1
 wheel=$(ls "$work"/dist/irtexam-*.whl)
 "$PY" -m venv "$work/fresh"
 "$work/fresh/bin/pip" install -q --disable-pip-version-check "$wheel"
