@@ -184,7 +184,7 @@ def test_laplace_schur_equals_dense_inverse():
     def probs(f):
         constrained = mdl.constrain(unravel(f), spec, design)
         return irtexam.prob_correct(constrained["theta"][None, :], constrained["a"][:, None],
-                                    constrained["b"][:, None], constrained["c"][:, None])
+                                    constrained["b"][:, None], constrained["c"][:, None], pairwise=True)
 
     p = np.asarray(probs(flat), dtype=np.float64)
     J = np.asarray(jax.jacfwd(probs)(flat), dtype=np.float64).reshape(p.size, -1)

@@ -39,11 +39,15 @@ def test_bernoulli_loglik_hand_value():
 
 
 def test_log_probabilities_are_stable_in_the_tails():
-    log_p, log_q = lk.log_prob_correct_and_wrong(jnp.array(60.0), 3.0, 0.0, 0.2)
-    assert np.isfinite(float(log_q)) and float(log_q) < -100
-    log_p, log_q = lk.log_prob_correct_and_wrong(jnp.array(-60.0), 3.0, 0.0, 0.2)
+    from irtexam.irt.kinds import ItemParams, category_logprobs
+    items = ItemParams(a=np.array([3.0]), b=np.array([0.0]), c=np.array([0.2]))
+    log_q, log_p = category_logprobs(np.array(20.0), items)[0]  # float64: log(0.8) - 60, no cancellation
+    assert float(log_q) == pytest.approx(math.log(0.8) - 60.0, abs=1e-6)
+    assert float(category_logprobs(np.array(60.0), items)[0, 0]) == pytest.approx(math.log(1e-30))  # the floor
+    log_q, log_p = category_logprobs(np.array(-60.0), items)[0]
     assert float(log_p) == pytest.approx(math.log(0.2), abs=1e-6)
-    grad = jax.grad(lambda t: lk.log_prob_correct_and_wrong(t, 3.0, 0.0, 0.2)[1])(60.0)
+    jitems = ItemParams(*(jnp.asarray(v) for v in items[:3]))
+    grad = jax.grad(lambda t: category_logprobs(t, jitems)[0, 0])(60.0)
     assert np.isfinite(float(grad))
 
 

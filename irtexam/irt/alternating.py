@@ -50,7 +50,7 @@ RHO_MAX, FACTOR_MAX = 0.995, 100.0  # extrapolation: slowest convergence ratio t
 
 def supports(spec: ModelSpec) -> bool:
     """True for the models this solver handles: binary 1PL/2PL/3PL without facets."""
-    return spec.kind in ("1pl", "2pl", "3pl") and not spec.facets
+    return not spec.kind_object.graded and not spec.facets
 
 
 # Bounds on p in the Fisher weights w = 1 / (p (1 - p)): 1 - 1e-7 is the largest bound below 1 that float32

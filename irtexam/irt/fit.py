@@ -239,21 +239,6 @@ def nuts_samples(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray, init
     return draws, info
 
 
-def unconstrain_draws(draws: Mapping[str, np.ndarray], spec: mdl.ModelSpec) -> dict[str, np.ndarray]:
-    """Constrained NUMPyro draws -> unconstrained site values (log a, logit c, log gap, ...)."""
-    out = {}
-    for key, value in draws.items():
-        if key == "a" and spec.has_discrimination:
-            out[key] = np.log(value)
-        elif key == "c" and spec.free_guessing:
-            out[key] = np.log(value) - np.log1p(-value)
-        elif key in ("gap", "sigma_resid"):
-            out[key] = np.log(value)
-        elif key in ("d", "b1", "theta_raw", "resid") or key.startswith(("z_", "mu_")):
-            out[key] = value
-    return out
-
-
 # ----------------------------------------------------------------------------- warnings
 def _convergence_warnings(diagnostics: pd.DataFrame, info: Mapping[str, Any]) -> list[str]:
     messages = []
@@ -283,7 +268,7 @@ def _mcmc_diagnostics(draws: Mapping[str, np.ndarray], design: mdl.Design, spec:
 
     rows = []
     names = [k for k in ("a", "b", "c", "theta") if k in draws] + [f"theta_{f}" for f in spec.facets]
-    if spec.kind == "grm":
+    if spec.kind_object.graded:
         names.append("thresholds")
     for name in names:
         values = draws[name]
@@ -489,7 +474,7 @@ def fit(responses: ResponseMatrix | str | Path, model: str = "3pl", facets: Sequ
         diagnostics = _mcmc_diagnostics(grouped, design, spec)
         messages.extend(_convergence_warnings(diagnostics, sampler_info))
         flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in grouped.items()}
-        params = {k: v.mean(axis=0) for k, v in unconstrain_draws(flat, spec).items()}
+        params = {k: v.mean(axis=0) for k, v in mdl.unconstrain(flat, spec, design).items()}
         posterior = {k: v for k, v in flat.items() if k in _REPORTED or k.startswith("theta_")}
         point = {k: v.mean(axis=0) for k, v in posterior.items()}
     items = item_table(point, posterior, spec, design)

@@ -59,7 +59,7 @@ def pointwise_loglik(result: "FitResult") -> np.ndarray | None:
     n_draws = next(iter(result.samples.values())).shape[0]
     if n_draws * int(mask.sum()) > LOGLIK_VALUE_LIMIT:
         return None
-    if result.spec.kind == "grm":
+    if result.spec.kind_object.graded:
         out = _graded_loglik(result)
     else:
         out = _binary_loglik(result.samples, result.design.y, mask)
@@ -112,7 +112,7 @@ def _graded_loglik(result: "FitResult") -> np.ndarray:
 
 def _variable_names(result: "FitResult") -> set[str]:
     names = {"a", "b", "c", "d", "theta", "sigma_resid"} | {f"theta_{f}" for f in result.spec.facets}
-    if result.spec.kind == "grm":
+    if result.spec.kind_object.graded:
         names |= {"thresholds"}
         names.discard("c")
     return names
@@ -125,7 +125,7 @@ def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
     for facet in result.spec.facets:
         dims[f"theta_{facet}"] = [facet]
         coords[facet] = list(result.design.facet_levels[facet])
-    if result.spec.kind == "grm":
+    if result.spec.kind_object.graded:
         coords["threshold"] = list(range(1, result.design.max_score + 1))
     return dims, coords
 

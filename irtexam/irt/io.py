@@ -205,7 +205,7 @@ def read_fit(directory: str | Path) -> dict:
     if not response_path.exists():
         raise InputError("the fit folder has no responses.parquet; refit with `irtexam fit ... --out DIR`",
                          path=str(directory))
-    responses = ResponseMatrix.read(response_path, graded=spec.kind == "grm")
+    responses = ResponseMatrix.read(response_path, graded=spec.kind_object.graded)
     if meta.get("responses_source"):  # name the data the user fitted, not the folder's copy
         responses = dataclasses.replace(responses, source=meta["responses_source"])
     design = mdl.build_design(responses, spec)

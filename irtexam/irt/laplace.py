@@ -134,7 +134,7 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
     def unpack(u: jax.Array) -> dict[str, jax.Array]:
         return {k: (u[slices[k]] if k == "gap" else u[slices[k]][0]) for k in keys}
 
-    if spec.kind == "grm":
+    if spec.kind_object.graded:
         def probs(u: jax.Array, eta: jax.Array) -> jax.Array:
             item = unpack(u)
             thresholds = grm_thresholds({k: (v[None] if k != "gap" else v[None, :]) for k, v in item.items()})[0]
@@ -271,7 +271,7 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     cost = n_items * k * float(max(n_examinees, n_person)) ** 2
     if mode == "auto":
         mode = "full" if cost <= 2e9 else "blockwise"
-    if spec.kind == "grm":
+    if spec.kind_object.graded:  # the analytic binary kernel below is the fast path
         A, G, W = _fisher_blocks_autodiff(spec, item_keys, item_slices, u, eta, mask, chunk_cells)
     else:
         A, G, W = _fisher_blocks_binary(params, spec, item_keys, np.asarray(eta, dtype=np.float64), mask,

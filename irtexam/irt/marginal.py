@@ -56,13 +56,9 @@ def item_columns(spec: mdl.ModelSpec, max_score: int) -> tuple[str, ...]:
     Binary: ("a",)? + ("d",) + ("c",)? (log a, intercept d = -a b, logit c); GRM: ("a", "b1", "gap1", ...)
     (log a, first threshold, log gaps between successive thresholds).
     """
-    columns = ["a"] if spec.has_discrimination else []
-    if spec.kind == "grm":
-        columns += ["b1"] + [f"gap{k}" for k in range(1, max_score)]
-    else:
-        columns.append("d")
-        if spec.free_guessing:
-            columns.append("c")
+    columns: list[str] = []
+    for site in mdl.item_sites(spec, max_score):
+        columns += [f"{site.name}{k}" for k in range(1, site.event_size + 1)] if site.event_size else [site.name]
     return tuple(columns)
 
 
@@ -157,12 +153,7 @@ def node_log_probs(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, nodes: A
     Binary items through :func:`irtexam.irt.kinds.cell_loglik` (no cancellation in log(1 - P));
     graded items log of :func:`irtexam.irt.kinds.category_probs`, floored at 1e-300.
     """
-    items = mdl.item_params(from_matrix(X, columns), spec)
-    if spec.kind == "grm":
-        return jnp.log(jnp.maximum(kinds.category_probs(nodes, items), 1e-300))
-    wrong = kinds.cell_loglik(jnp.zeros(()), nodes, items, pairwise=False)
-    right = kinds.cell_loglik(jnp.ones(()), nodes, items, pairwise=False)
-    return jnp.stack([wrong, right], axis=-1)
+    return kinds.category_logprobs(nodes, mdl.item_params(from_matrix(X, columns), spec))
 
 
 def item_log_prior(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: Mapping[str, Any]) -> Any:

@@ -127,7 +127,7 @@ def anchor_rows(fixed_items: pd.DataFrame | None, spec: mdl.ModelSpec, design: m
         return {}
     table = fixed_items.copy()
     table.index = table.index.astype(str)
-    bank = kinds.from_table(table, "grm" if spec.kind == "grm" else None)
+    bank = spec.kind_object.reported_from_table(table)
     position = {item: i for i, item in enumerate(design.items)}
     rows: dict[int, np.ndarray] = {}
     for k, item in enumerate(table.index):
@@ -136,15 +136,7 @@ def anchor_rows(fixed_items: pd.DataFrame | None, spec: mdl.ModelSpec, design: m
         a = float(bank.a[k])
         if not np.isfinite(a) or a <= 0:
             raise IrtexamError(f"fixed item '{item}': a = {a} is not a positive number")
-        values: dict[str, Any] = {"a": np.array([np.log(a)])}
-        if spec.kind == "grm":
-            thresholds = np.asarray(bank.thresholds[k], dtype=float)
-            values["b1"] = thresholds[:1]
-            values["gap"] = np.log(np.maximum(np.diff(thresholds), 1e-6))[None, :]
-        else:
-            values["d"] = np.array([-a * float(bank.b[k])])
-            c = float(bank.c[k]) if bank.c is not None else 0.0
-            values["c"] = np.array([np.log(max(c, 1e-6) / max(1 - c, 1e-6))])
+        values = spec.kind_object.unconstrained_items(bank.subset(np.array([k])))
         rows[position[item]] = mg.to_matrix(values, columns)[0]
     if not rows:
         raise IrtexamError("fixed_items: none of its items is in the responses (ids are matched as strings)")
@@ -153,7 +145,7 @@ def anchor_rows(fixed_items: pd.DataFrame | None, spec: mdl.ModelSpec, design: m
 
 def start_matrix(init: Any, spec: mdl.ModelSpec, design: mdl.Design, columns: Sequence[str]) -> np.ndarray | None:
     """Starting item parameters from a previous fit's item parameters, matched by item id (else None)."""
-    if not isinstance(init, FitResult) or init.spec.kind != spec.kind:
+    if not isinstance(init, FitResult) or init.spec.kind_object != spec.kind_object:
         return None
     try:
         previous = mg.to_matrix(init.params, columns)
@@ -243,10 +235,8 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
 def _reported(items: kinds.ItemParams, spec: mdl.ModelSpec) -> dict[str, np.ndarray]:
     out = {"a": np.broadcast_to(np.asarray(items.a, dtype=np.float64), np.shape(items.b)).copy(),
            "b": np.asarray(items.b, dtype=np.float64)}
-    if spec.kind == "grm":
-        out["thresholds"] = np.asarray(items.thresholds, dtype=np.float64)
-    else:
-        out["c"] = np.asarray(items.c, dtype=np.float64)
+    for name in spec.kind_object.reported_names:
+        out.setdefault(name, np.asarray(getattr(items, name), dtype=np.float64))
     return out
 
 

@@ -100,7 +100,7 @@ class FitResult:
         """
         items = self.item_params()
         if theta is None:
-            return np.asarray(kinds.expected_score(self.theta()[None, :], _column(items), pairwise=True))
+            return np.asarray(kinds.expected_score(self.theta()[None, :], items.column(), pairwise=True))
         return np.asarray(kinds.expected_score(np.asarray(theta, dtype=float), items))
 
     def information(self, theta: Any, draws: int | None = None, seed: int = 0) -> "pd.DataFrame | Any":
@@ -134,7 +134,7 @@ class FitResult:
 
     def item_draws(self, n: int | None = None, seed: int = 0) -> "ItemDraws":
         """Posterior draws of the item parameters (``n`` of them; all when None)."""
-        names = ("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c")
+        names = self.spec.kind_object.reported_names
         pick = self._pick(n, seed)
         return ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in names})
 
@@ -182,9 +182,8 @@ class FitResult:
         """Expected score per cell for each posterior draw, (S, I, E)."""
         pick = self._pick(n, seed)
         theta = self._all_draws("theta")[pick]
-        items = ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in
-                                           (("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c"))})
-        return np.stack([np.asarray(kinds.expected_score(theta[s][None, :], _column(items.subset_draw(s)),
+        items = ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in self.spec.kind_object.reported_names})
+        return np.stack([np.asarray(kinds.expected_score(theta[s][None, :], items.subset_draw(s).column(),
                                                          pairwise=True)) for s in range(len(pick))])
 
     def replicate(self, n: int = 200, seed: int = 0) -> np.ndarray:
@@ -192,9 +191,9 @@ class FitResult:
         rng = np.random.default_rng(seed)
         pick = self._pick(n, seed)
         theta = self._all_draws("theta")[pick]
-        names = ("a", "thresholds") if self.spec.kind == "grm" else ("a", "b", "c")
+        names = self.spec.kind_object.reported_names
         items = ItemDraws(self.spec.kind, {k: self._all_draws(k)[pick] for k in names})
-        out = np.stack([kinds.simulate_responses(theta[s][None, :], _column(items.subset_draw(s)), rng, pairwise=True)
+        out = np.stack([kinds.simulate_responses(theta[s][None, :], items.subset_draw(s).column(), rng, pairwise=True)
                         for s in range(len(pick))])
         return np.where(self.design.mask[None], out, np.nan)
 
@@ -304,16 +303,9 @@ class ItemDraws:
     def subset_draw(self, s: int) -> kinds.ItemParams:
         """The item parameters of draw ``s``."""
         v = self.values
-        if self.kind == "grm":
+        if "thresholds" in v:
             return kinds.ItemParams(a=v["a"][s], b=v["thresholds"][s].mean(axis=-1), thresholds=v["thresholds"][s])
         return kinds.ItemParams(a=v["a"][s], b=v["b"][s], c=v["c"][s])
-
-
-def _column(items: kinds.ItemParams) -> kinds.ItemParams:
-    """Items as a column (I, 1) so they broadcast against abilities (1, E)."""
-    return kinds.ItemParams(*(None if v is None else (np.asarray(v)[:, None] if name != "thresholds"
-                                                       else np.asarray(v)[:, None, :])
-                              for name, v in zip(items._fields, items)))
 
 
 # ----------------------------------------------------------------------------- tables from draws
@@ -357,7 +349,7 @@ def item_table(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] 
 
     get = (lambda k: None if draws is None else draws[k])  # noqa: E731
     add("a", point["a"], get("a"))
-    if spec.kind == "grm":
+    if spec.kind_object.graded:
         thresholds = point["thresholds"]
         add("b", thresholds.mean(axis=-1), None if draws is None else draws["thresholds"].mean(axis=-1))
         for k in range(thresholds.shape[-1]):

@@ -117,7 +117,7 @@ def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design
     test = test_mask if test_mask is not None else np.zeros_like(train_mask)
     y_train = design.y[train_mask]
     baseline = float(y_train.mean()) if y_train.size else 0.0
-    sums = (_graded_sums if spec.kind == "grm" else _binary_sums)(params, spec, design, train_mask, test, baseline,
+    sums = (_graded_sums if spec.kind_object.graded else _binary_sums)(params, spec, design, train_mask, test, baseline,
                                                                    theta)
     counts = np.maximum(train_mask.sum(axis=1), 1)
     item_rmse = np.sqrt(sums["sq_train_item"] / counts)
@@ -145,7 +145,7 @@ def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design
     if n_test:
         stats["heldout_cells"] = n_test
         stats["heldout_loglik"] = float(sums["ll_test"]) / n_test
-        if spec.kind != "grm":
+        if not spec.kind_object.graded:
             stats["heldout_loglik_baseline"] = bernoulli_mean_loglik(design.y.astype(np.float64), test, baseline)
             stats["heldout_rmse"] = float(np.sqrt(sums["sq_test"] / n_test))
             stats["heldout_rmse_baseline"] = float(np.sqrt(sums["base_test"] / n_test))
