@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Iterator
 
 
-class IrtexamError(Exception):
-    """An error caused by input the user can fix; the message says how."""
+class IrtexamError(ValueError):
+    """An error caused by input the user can fix; the message says how (a ``ValueError``, as a bad
+    argument is in the libraries irtexam's users know)."""
 
 
-class InputError(IrtexamError, ValueError):
+class InputError(IrtexamError):
     """Bad input data: names the file, row and column where possible."""
 
     def __init__(self, message: str, *, path: str | None = None, row: int | None = None,

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .warning_types import DataWarning, IdentificationWarning, Message
 
 REQUIRED_COLUMNS = ("item", "examinee", "response")
 ITEM_META_PREFIX = "item_"
@@ -624,26 +625,26 @@ class ResponseMatrix:
         messages = []
         items = self.constant_items()
         if items["all_correct"]:
-            messages.append(f"{len(items['all_correct'])} item(s) were answered correctly by every examinee "
+            messages.append(_data(f"{len(items['all_correct'])} item(s) were answered correctly by every examinee "
                             f"({_preview(items['all_correct'])}); they carry no information: drop them or rely on "
-                            f"the prior")
+                            f"the prior"))
         if items["all_wrong"]:
-            messages.append(f"{len(items['all_wrong'])} item(s) were answered wrongly by every examinee "
+            messages.append(_data(f"{len(items['all_wrong'])} item(s) were answered wrongly by every examinee "
                             f"({_preview(items['all_wrong'])}); they carry no information (or their answer key is "
-                            f"wrong): check them, drop them or rely on the prior")
+                            f"wrong): check them, drop them or rely on the prior"))
         if items["unanswered"]:
-            messages.append(f"{len(items['unanswered'])} item(s) have no responses at all "
-                            f"({_preview(items['unanswered'])}); only the prior determines their parameters")
+            messages.append(_data(f"{len(items['unanswered'])} item(s) have no responses at all "
+                            f"({_preview(items['unanswered'])}); only the prior determines their parameters"))
         if self.n_examinees > 1 and self.n_items > 0 and not self.separating_items():
-            messages.append("no item separates the examinees: every item was answered the same way by all who "
+            messages.append(_identification("no item separates the examinees: every item was answered the same way by all who "
                             "took it, so abilities and facet levels are not identified by these data (their "
                             "values and intervals come from the prior and the scale constraint alone); do not "
-                            "rank them")
+                            "rank them"))
         examinees = self.constant_examinees()
         for kind, words in (("all_correct", "answered every item correctly"), ("all_wrong", "answered every item wrongly")):
             if examinees[kind]:
-                messages.append(f"{len(examinees[kind])} examinee(s) {words} ({_preview(examinees[kind])}); their "
-                                f"ability is bounded only by the prior")
+                messages.append(_data(f"{len(examinees[kind])} examinee(s) {words} ({_preview(examinees[kind])}); their "
+                                f"ability is bounded only by the prior"))
         return messages
 
     def fingerprint(self) -> str:
@@ -723,3 +724,11 @@ def _row_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _preview(ids: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(map(str, ids[:limit]))
     return shown + (f", ... {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _data(text: str) -> Message:
+    return Message(text, DataWarning)
+
+
+def _identification(text: str) -> Message:
+    return Message(text, IdentificationWarning)

@@ -119,7 +119,7 @@ def test_auto_method_is_nuts_only_for_small_hierarchical_fits():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert irtexam.fit(responses, model="2pl", method="auto", draws=20).method == "em"  # no facets: marginal
-    with pytest.raises(Exception, match="choose one of em, map, nuts, auto"):
+    with pytest.raises(Exception, match="method must be one of .auto., .em., .map., .nuts., got .laplace."):
         irtexam.fit(responses, model="2pl", method="laplace")
 
 

@@ -235,7 +235,7 @@ def test_warm_start_reuses_parameters_by_id(fit_3pl, sim_3pl):
     assert np.all(np.abs(again.items["b"] - fit_3pl.items["b"]) <= 0.02 * fit_3pl.items["b_sd"])
     # On a subset of items (in another order) the values are picked up by id, and the optimum is the same.
     kept = list(responses.items[::2])[::-1]
-    from irtexam.irt.fit import _warm_start
+    from irtexam.irt.joint import warm_start as _warm_start
     sub = responses.subset(items=kept)
     design = mdl.build_design(sub, fit_3pl.spec)
     start = _warm_start(fit_3pl, fit_3pl.spec, design)
@@ -285,7 +285,7 @@ def test_errors_say_what_to_do():
     graded, _ = irtexam.simulate(20, 30, model="grm", seed=1)
     with pytest.raises(IrtexamError, match="grm"):
         irtexam.fit(graded, model="3pl")
-    with pytest.raises(IrtexamError, match="unknown model"):
+    with pytest.raises(IrtexamError, match="model must be one of '1pl', '2pl', '3pl', 'grm', got"):
         irtexam.fit(responses, model="5pl")
     single = responses.subset(examinees=[e for e in responses.examinees if e.startswith("llm0")])
     with pytest.raises(IrtexamError, match="single level"):

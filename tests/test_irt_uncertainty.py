@@ -317,13 +317,13 @@ def test_interaction_facet_is_recovered_and_loo_prefers_it():
 
 def test_bad_input_is_one_line_and_names_the_allowed_values():
     rm, _ = irtexam.simulate(20, None, facets={"llm": 2, "icl": 2}, seed=1)
-    with pytest.raises(IrtexamError, match="unknown model 'rasch'; choose one of 1pl, 2pl, 3pl, grm"):
+    with pytest.raises(IrtexamError, match="fit: model must be one of '1pl', '2pl', '3pl', 'grm', got 'rasch'"):
         irtexam.fit(rm, model="rasch")
     with pytest.raises(IrtexamError, match="unknown facet term 'llm:nope'.*facet columns llm, icl"):
         irtexam.fit(rm, facets="llm,llm:nope")
-    with pytest.raises(IrtexamError, match=r"held-out fraction must be 0 \(none\) or in \(0, 0.5\], got 1.5"):
+    with pytest.raises(IrtexamError, match=r"fit: heldout must be a finite number in \[0, 0.5\], got 1.5"):
         irtexam.fit(rm, heldout=1.5)
-    with pytest.raises(IrtexamError, match="unknown method 'vi'; choose one of em, map, nuts"):
+    with pytest.raises(IrtexamError, match="fit: method must be one of 'auto', 'em', 'map', 'nuts', got 'vi'"):
         irtexam.fit(rm, method="vi")
 
 

@@ -45,13 +45,7 @@ def _items(a, b, c=None) -> kinds.ItemParams:
     return kinds.ItemParams(a=a, b=b, c=c)
 
 
-def prob_correct(theta, a, b, c=None):
-    """3PL probability of a correct answer on the outer grid theta x items.
-
-    P(theta) = c + (1 - c) * sigmoid(a (theta - b)); output shape theta.shape + a.shape.
-    (Computed by :func:`irtexam.irt.kinds.prob_correct`.)
-    """
-    return kinds.prob_correct(theta, _items(a, b, c))
+prob_correct = kinds.prob_correct  # the one definition: P(theta) = c + (1 - c) sigmoid(a (theta - b)) on theta x items
 
 
 def item_information(theta, a, b, c=None):

@@ -331,12 +331,19 @@ def _collect(messages: dict[str, list[int]], step: int, caught: list) -> None:
 
 def _fit_arguments(fit_fn: Callable, options: dict) -> None:
     """Raise InputError for an option ``fit_fn`` does not take (prune passes its extra arguments to the fit)."""
-    params = inspect.signature(fit_fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    from ..config import BY_NAME
+    from ..irt.fit import fit as irtexam_fit
+
+    params = dict(inspect.signature(fit_fn).parameters)
+    keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if keywords and fit_fn is not irtexam_fit:
         return
-    unknown = sorted(set(options) - set(params))
+    names = [name for name, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    if fit_fn is irtexam_fit:  # its keywords are the option table's
+        names += [name for name in BY_NAME if name not in names]
+    unknown = sorted(set(options) - set(names))
     if unknown:
-        known = ", ".join(name for name in params if name not in ("responses", "init", "spec"))
+        known = ", ".join(name for name in names if name not in ("responses", "init", "spec", "options", "output"))
         raise InputError(f"prune() got unknown argument(s) {unknown}; it passes extra arguments to "
                          f"irtexam.fit, which takes: {known}")
 

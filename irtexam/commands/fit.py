@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ..options import GUESSING, HELDOUT, N_CHOICES, NONNEG_INT, POSITIVE_INT, PROBABILITY_OPEN, SEED
+from ..config import add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,45 +15,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "columns item, examinee, response and optional facet columns). Writes items.csv, "
                     "examinees.csv, facets.csv (with --facets), contrasts.csv, fit.nc (arviz) and meta.json.")
     parser.add_argument("responses", help="long response table: item, examinee, response (+ facet columns)")
-    parser.add_argument("--model", default="3pl", choices=["1pl", "2pl", "3pl", "grm"])
     parser.add_argument("--facets", default=None,
                         help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                              "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
-    parser.add_argument("--method", default="auto", choices=["auto", "em", "map", "nuts"],
-                        help="auto (default): the marginal estimator (em) without --facets; with facets NUTS below "
-                             "50 items, where the joint mode's facet intervals under-cover, the joint mode (map) "
-                             "otherwise. em: item parameters by marginal likelihood (Bock-Aitkin EM, abilities "
-                             "integrated out), abilities afterwards by EAP (or --abilities map)")
-    parser.add_argument("--abilities", default="eap", choices=["eap", "map"],
-                        help="how an em fit estimates abilities given the items (default eap)")
-    parser.add_argument("--groups", default=None, metavar="COLUMN",
-                        help="em only: an examinee column whose groups get their own ability mean and sd "
-                             "(the first group seen is N(0, 1))")
-    parser.add_argument("--seed", type=SEED, default=0)
-    parser.add_argument("--guessing", type=GUESSING, default=None, metavar="FIXED",
-                        help="fix the guessing parameter c for every item (e.g. 0.25)")
-    parser.add_argument("--n-choices", type=N_CHOICES, default=4, help="answer choices per item (prior mean of c = 1/n)")
-    parser.add_argument("--identify", default="sum-to-zero", choices=["sum-to-zero", "reference"])
-    parser.add_argument("--residual", action="store_true", help="add a per-examinee residual to the facet sum")
-    parser.add_argument("--item-prior", default=None, choices=["hierarchical", "fixed", "none"],
-                        help="hierarchical: the centres of the priors on d and c are learned from the exam (log a "
-                             "stays centred on 0; the default of map and nuts); fixed: centred on a = 1, d = 0, "
-                             "c = 1/n-choices (the default of em); none: flat priors, pure marginal maximum "
-                             "likelihood as mirt (--method em only)")
-    parser.add_argument("--heldout", type=HELDOUT, default=0.0,
-                        help="fraction of observed cells to hold out and score (e.g. 0.1)")
-    parser.add_argument("--chains", type=POSITIVE_INT, default=4)
-    parser.add_argument("--warmup", type=NONNEG_INT, default=500)
-    parser.add_argument("--samples", type=POSITIVE_INT, default=500)
-    parser.add_argument("--target-accept", type=PROBABILITY_OPEN, default=0.9)
+    add_arguments(parser)  # --model, --method, --seed, ...: the option table of irtexam.config
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=run)
-
-
-def auto_facets(responses) -> tuple[list[str], list[str]]:
-    """Facet columns usable in the hierarchical model (>= 2 levels) and those with a single level."""
-    usable = [f for f in responses.facet_names if len(responses.facet_levels(f)) >= 2]
-    return usable, [f for f in responses.facet_names if f not in usable]
 
 
 def format_summary(result) -> str:
@@ -98,47 +65,30 @@ def format_summary(result) -> str:
     return "\n".join(lines)
 
 
-def resolve_facets(option: str | None, responses) -> list[str] | None:
-    """The facets named by a ``--facets`` option (comma-separated, or ``auto``), or None for a flat model.
-
-    ``auto`` takes every facet column with at least two levels and says which
-    single-level columns it leaves out.
-    """
-    from ..cli import split_list
-
-    if option is None:
-        return None
-    if option.strip() == "auto":
-        facets, constant = auto_facets(responses)
-        for facet in constant:
-            print(f"note: facet '{facet}' has a single level ({responses.facet_levels(facet)[0]}); "
-                  f"it is left out of the hierarchical model")
-        return facets or None
-    return split_list(option) or None
-
-
 FIT_BYTES_PER_CELL = 250
 
 
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
-    from ..irt.fit import fit, resolve_method
+    from ..warning_types import IrtexamWarning
+    from ..irt.fit import fit, resolve_facets, resolve_method
+    from ..irt.kinds import get_kind
     from ..responses import ResponseMatrix
 
     from ..irt.io import check_output_folder
 
     check_output_folder(args.out)  # before any work: an unusable --out fails now, not after the fit
-    responses = ResponseMatrix.read(args.responses, graded=args.model == "grm")
+    responses = ResponseMatrix.read(args.responses, graded=get_kind(args.model).graded)
     from ..paths import check_memory
 
     # measured peak of a whole-process fit: about 230 bytes a cell at 10^7 cells
     # (benchmarks/results/marginal_scaling.txt); refuse before the fit what would not fit in memory
     check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL,
                  f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
-    facets = resolve_facets(args.facets, responses)
-    from ..irt.fit import _validate_facets
-
-    _validate_facets(responses, facets)  # an unknown facet fails before the method line is printed
+    notes: list[str] = []
+    facets = list(resolve_facets(responses, args.facets, notes)) or None  # unknown facets fail before any work
+    for note in notes:
+        print(f"note: {note}")
     method = resolve_method(args.method, facets, responses.n_items)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
@@ -146,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.method == "auto" and method == "em":
         print("method: marginal EM (auto: no facets; --method map forces the joint mode)", flush=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once
         result = fit(responses, model=args.model, facets=facets, method=method, seed=args.seed,
                      guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
                      residual=args.residual, item_prior=args.item_prior, heldout=args.heldout,
@@ -156,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     out = result.save(args.out)
     print(format_summary(result))
     for message in result.warnings:
-        print_warning(message)
+        if str(message) not in notes:
+            print_warning(message)
     print(f"wrote {out}/items.csv, examinees.csv{', facets.csv, contrasts.csv' if result.facets is not None else ''}, "
           f"fit.nc, meta.json")
     return 0

@@ -46,7 +46,7 @@ def run(args) -> int:
     from ..analysis.pruning import prune
     from ..responses import ResponseMatrix
 
-    from .fit import resolve_facets
+    from ..irt.fit import resolve_facets
 
     from ..options import check_order
     from ..paths import check_output_dir
@@ -57,7 +57,10 @@ def run(args) -> int:
 
     exam = read_exam(args.exam) if args.exam else None  # a bad exam fails now, not after the fits
     rm = ResponseMatrix.read(args.responses)
-    facets = resolve_facets(args.facets, rm)
+    notes: list[str] = []
+    facets = list(resolve_facets(rm, args.facets, notes)) or None
+    for note in notes:
+        print(f"note: {note}")
     fit_kwargs = {"facets": facets} if facets else {}
     # each round's fit is kept beside --out until the whole prune is written: a re-run after an
     # interruption loads the finished rounds instead of fitting them again

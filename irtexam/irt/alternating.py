@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..errors import IrtexamError
 from .model import HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_prior, item_prior_terms, item_slopes_and_floors
 
 Array = jax.Array
@@ -372,7 +373,8 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
     abilities standardised) and solver info.
     """
     if not supports(spec):
-        raise ValueError(f"alternating MAP handles binary models without facets, not {spec}")
+        raise IrtexamError(f"the alternating MAP solver handles binary models without facets, not "
+                           f"{spec.kind} with facets {spec.facets}")
     dtype = jnp.float64 if precision == "float64" else jnp.float32
     started = time.perf_counter()
     with jax.enable_x64(precision == "float64"):

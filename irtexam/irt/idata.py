@@ -12,12 +12,23 @@ log p(y_im | draw) for every observed cell (dim ``cell``, "item|examinee"), so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .result import FitResult
+
+class FitLike(Protocol):
+    """What this module reads of a fit (a :class:`irtexam.irt.result.FitResult`; not imported: the result
+    module uses this one, not the other way round)."""
+
+    spec: Any
+    design: Any
+    method: str
+    params: Mapping[str, np.ndarray]
+    samples: Mapping[str, np.ndarray] | None
+    sample_stats: Mapping[str, np.ndarray] | None
+    chains: int
+    seed: int
 
 
 def _arviz() -> Any:
@@ -34,7 +45,7 @@ def _arviz() -> Any:
 LOGLIK_VALUE_LIMIT = 50_000_000  # draws x observed cells stored in the log_likelihood group
 
 
-def _posterior_arrays(result: "FitResult") -> dict[str, np.ndarray]:
+def _posterior_arrays(result: FitLike) -> dict[str, np.ndarray]:
     """Reported-scale draws shaped (chain, draw, ...) for the posterior group (a MAP point when no draws)."""
     chains = max(result.chains, 1)
     names = _variable_names(result)
@@ -47,7 +58,7 @@ def _posterior_arrays(result: "FitResult") -> dict[str, np.ndarray]:
     return {k: np.asarray(v, dtype=np.float64)[None, None] for k, v in constrained.items() if k in names}
 
 
-def pointwise_loglik(result: "FitResult") -> np.ndarray | None:
+def pointwise_loglik(result: FitLike) -> np.ndarray | None:
     """log p(y_im | draw s) for every draw and observed cell, (chain, draw, cell); None above the size limit.
 
     Cells are the observed (item, examinee) pairs in row-major order, so ``arviz.loo``
@@ -90,7 +101,7 @@ def _binary_loglik(samples: dict[str, np.ndarray], y: np.ndarray, mask: np.ndarr
     return out
 
 
-def _graded_loglik(result: "FitResult") -> np.ndarray:
+def _graded_loglik(result: FitLike) -> np.ndarray:
     """log p(y_im | draw) of graded items at the observed cells, (draws, cells) float32."""
     from . import kinds
 
@@ -110,7 +121,7 @@ def _graded_loglik(result: "FitResult") -> np.ndarray:
     return out
 
 
-def _variable_names(result: "FitResult") -> set[str]:
+def _variable_names(result: FitLike) -> set[str]:
     names = {"a", "b", "c", "d", "theta", "sigma_resid"} | {f"theta_{f}" for f in result.spec.facets}
     if result.spec.kind_object.graded:
         names |= {"thresholds"}
@@ -118,7 +129,7 @@ def _variable_names(result: "FitResult") -> set[str]:
     return names
 
 
-def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
+def _dims(result: FitLike) -> tuple[dict[str, list[str]], dict[str, Any]]:
     dims: dict[str, list[str]] = {"a": ["item"], "b": ["item"], "c": ["item"], "d": ["item"], "theta": ["examinee"],
                                   "thresholds": ["item", "threshold"]}
     coords: dict[str, Any] = {"item": list(result.design.items), "examinee": list(result.design.examinees)}
@@ -130,7 +141,7 @@ def _dims(result: "FitResult") -> tuple[dict[str, list[str]], dict[str, Any]]:
     return dims, coords
 
 
-def to_inference_data(result: "FitResult") -> Any:
+def to_inference_data(result: FitLike) -> Any:
     """Build an arviz InferenceData: posterior, log_likelihood (per observed cell), sample_stats, observed_data."""
     az = _arviz()
 
@@ -192,7 +203,7 @@ def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.
         group.attrs[key] = np.atleast_1d(value) if isinstance(value, (int, float, np.number)) else value
 
 
-def write_netcdf(result: "FitResult", path: str | Path) -> None:
+def write_netcdf(result: FitLike, path: str | Path) -> None:
     """Write the fit's InferenceData to netCDF-4 without importing arviz or h5netcdf (h5py directly).
 
     The groups and names are arviz's (posterior, log_likelihood, sample_stats,

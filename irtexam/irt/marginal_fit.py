@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from ..warning_types import ConvergenceWarning, IdentificationWarning, Message
 from ..errors import IrtexamError
 from ..responses import ResponseMatrix
 from . import kinds
@@ -176,8 +177,9 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
                             start=start_matrix(init, spec, design, columns), tol=tol, max_cycles=max_cycles, se=se)
     messages: list[str] = []
     if not result.info["converged"]:
-        messages.append(f"the EM iterations stopped after {result.info['cycles']} cycles before converging "
-                        f"(largest change {result.info['max_change']:.2g} > {tol}); estimates may be off: raise max_cycles")
+        messages.append(Message(f"the EM iterations stopped after {result.info['cycles']} cycles before converging "
+                                f"(largest change {result.info['max_change']:.2g} > {tol}); estimates may be off: "
+                                "raise max_iter", ConvergenceWarning))
     rng = np.random.default_rng(seed)
     point_items = mdl.item_params(result.item_dict(), spec)
     point = _reported(point_items, spec)
@@ -186,8 +188,9 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
         item_draws = _item_draws(result, spec, n_draws, rng)
         wide = _wide_items(result, spec, item_draws)
         if wide:
-            messages.append(f"{len(wide)} item(s) have very wide intervals (sd of log a or of d above 2), e.g. "
-                            f"{design.items[wide[0]]}: the data barely identify them (few or extreme responses)")
+            messages.append(Message(f"{len(wide)} item(s) have very wide intervals (sd of log a or of d above 2), "
+                                    f"e.g. {design.items[wide[0]]}: the data barely identify them (few or extreme "
+                                    "responses)", IdentificationWarning))
     sds = np.exp(result.log_sd)[group_info.index]
     means = result.mean[group_info.index]
     eap_theta, eap_sd = eap(result.weights, result.nodes)

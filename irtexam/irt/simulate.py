@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import IrtexamError
 from ..responses import ResponseMatrix
 from . import kinds
 
@@ -59,7 +60,7 @@ def simulate(n_items: int = 100, n_examinees: int | None = 50, model: str = "3pl
         n_examinees = len(examinees)
     else:
         if n_examinees is None:
-            raise ValueError("give n_examinees or facets")
+            raise IrtexamError("simulate: give n_examinees or facets")
         examinees = [f"m{m:0{len(str(n_examinees))}d}" for m in range(n_examinees)]
         theta = rng.normal(0.0, 1.0, size=n_examinees) if theta is None else np.asarray(theta, dtype=float)
     items = [f"q{i:0{max(len(str(n_items)), 3)}d}" for i in range(n_items)]
