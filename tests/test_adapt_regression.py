@@ -8,13 +8,18 @@ Regenerate (only when a change of results is intended): ``python tests/test_adap
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from irtexam.bank.adapt import ItemBank, run_cat
+from irtexam.bank.adapt import (DEFAULT_SELECTION, ESTIMATOR_TYPES, ESTIMATORS, SELECTIONS, SELECTOR_TYPES, Estimator,
+                                ItemBank, Selector, StopRule, Stopper, run_cat)
+from irtexam.cli import build_parser
+from irtexam.errors import IrtexamError
 from irtexam.irt import kinds
 
 FROZEN = Path(__file__).parent / "data" / "adapt_regression.json"
@@ -94,6 +99,72 @@ def test_frozen_cases_are_not_trivial(frozen):
     assert {"max_items", "se_target"} <= reasons
     assert any(v["summary"]["misfit_sd"] for v in frozen.values())
     assert len({tuple(v["items"]) for v in frozen.values()}) >= len(frozen) - 2
+
+
+def answers_of(bank: ItemBank, theta: float = 0.4) -> dict[str, float]:
+    y = kinds.simulate_responses(np.array([theta]), bank.params, np.random.default_rng(3))[0]
+    return dict(zip(bank.ids, y))
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_rule_objects_give_the_same_run_as_their_names(selection, estimator):
+    """run_cat takes the registered objects (and a Stopper) exactly as it takes the option names."""
+    bank = regression_bank(40)
+    answers = answers_of(bank)
+    named = run_cat(bank, answers.get, selection=selection, estimator=estimator, se_target=0.4, max_items=8,
+                    min_items=1, seed=2)
+    composed = run_cat(bank, answers.get, selection=SELECTOR_TYPES[selection](),
+                       estimator=ESTIMATOR_TYPES[estimator](), stopper=Stopper(0.4, 8, 1), seed=2)
+    pd.testing.assert_frame_equal(named.trajectory, composed.trajectory)
+    assert named.summary == composed.summary
+    assert composed.summary["selection"] == selection and composed.summary["estimator"] == estimator
+
+
+def test_user_selector_estimator_and_stopper():
+    """A user's own rules: highest difficulty first, the posterior median, stop after 4 right answers."""
+
+    @dataclass(frozen=True)
+    class Hardest(Selector):
+        name: ClassVar[str] = "hardest"
+
+        def scores(self, state, bank, theta, *, max_items):
+            return np.asarray(bank.params.b, float)
+
+    class Median:
+        name = "median"
+
+        def point(self, grid, marginal):
+            return float(np.interp(0.5, np.cumsum(marginal), grid))
+
+    @dataclass(frozen=True)
+    class FourRight:
+        max_items: int = 20
+
+        def stop(self, state, current):
+            return "four right" if sum(state.responses) >= 4 else None
+
+    bank = regression_bank(40, n_examinees=5)
+    res = run_cat(bank, lambda item: 1.0, selection=Hardest(), estimator=Median(), stopper=FourRight())
+    b = np.asarray(bank.params.b)
+    assert list(res.trajectory["item"]) == [bank.ids[j] for j in np.argsort(-b)[:4]]
+    assert res.summary["stop_reason"] == "four right" and res.summary["items_used"] == 4
+    assert res.summary["selection"] == "hardest" and res.summary["estimator"] == "median"
+    assert res.summary["misfit_sd"] is None                   # 5 calibration examinees: too few for the curve
+    assert isinstance(Median(), Estimator) and isinstance(FourRight(), StopRule)
+
+
+def test_unknown_rule_names_and_cli_choices():
+    bank = regression_bank(20)
+    with pytest.raises(IrtexamError, match="unknown selection 'best'; choose one of mfi, astrat"):
+        run_cat(bank, lambda item: 1.0, selection="best")
+    with pytest.raises(IrtexamError, match="unknown estimator 'mle'; choose one of eap, map"):
+        run_cat(bank, lambda item: 1.0, estimator="mle")
+    adapt_parser = build_parser("adapt")._subparsers._group_actions[0].choices["adapt"]
+    choices = {a.dest: a.choices for a in adapt_parser._actions}
+    assert set(choices["selection"]) == set(SELECTIONS) and set(choices["estimator"]) == set(ESTIMATORS)
+    defaults = {a.dest: a.default for a in adapt_parser._actions}
+    assert defaults["selection"] == DEFAULT_SELECTION and defaults["estimator"] == "eap"
 
 
 if __name__ == "__main__":
