@@ -39,13 +39,21 @@ import numpy as np
 import pandas as pd
 
 from ..errors import IrtexamError
-from .cat import (EAP, ESTIMATOR_TYPES, ESTIMATORS, HIGH_Q, LOW_Q, MAP, CatState, Estimator,  # noqa: F401
+from .cat import (EAP, ESTIMATOR_TYPES, ESTIMATORS, HIGH_Q, LOW_Q, MAP, CatState, Estimator,
                   StopRule, Stopper, ability, get_estimator, make_state, predicted_accuracy, rule_key, rule_name)
-from .itembank import ItemBank, load_fit_checked  # noqa: F401  (re-exported: the old import path)
-from .select import (DEFAULT_SELECTION, SELECTIONS, SELECTOR_TYPES, AStratified, Anchors,  # noqa: F401
+from .itembank import ItemBank, load_fit_checked
+from .select import (DEFAULT_SELECTION, SELECTIONS, SELECTOR_TYPES, AStratified, Anchors,
                      ExpectedAccuracy, FixedOrder, MaxInformation, RandomItem, Selector, Stratified, anchor_order,
                      choose_item, get_selector, item_clusters, item_strata, selection_scores, stratified_order)
 
+__all__ = ["AdaptResult", "adapt", "run_cat", "compose", "check_options", "misfit_curve", "misfit_key",
+           "replay_answers", "item_levels", "check_exam_ids",
+           # re-exported from .itembank, .cat and .select (the names' old home)
+           "ItemBank", "load_fit_checked", "CatState", "make_state", "ability", "predicted_accuracy", "Estimator",
+           "EAP", "MAP", "ESTIMATORS", "ESTIMATOR_TYPES", "StopRule", "Stopper", "LOW_Q", "HIGH_Q", "Selector",
+           "FixedOrder", "MaxInformation", "AStratified", "ExpectedAccuracy", "RandomItem", "Anchors", "Stratified",
+           "SELECTIONS", "SELECTOR_TYPES", "DEFAULT_SELECTION", "get_selector", "get_estimator", "selection_scores",
+           "item_clusters", "anchor_order", "item_strata", "stratified_order", "choose_item"]
 
 MISFIT_MIN_EXAMINEES = 10
 
@@ -173,6 +181,7 @@ def run_cat(bank: ItemBank, answer: Callable[[str], float | None], *, available:
                          levels=levels) if misfit else None
 
     def extra(k: int) -> float:
+        """Misfit variance after k items (0 without the curve)."""
         return float(curve[min(k, curve.size - 1)]) if curve is not None else 0.0
 
     level_array = None
