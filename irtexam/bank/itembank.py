@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,13 @@ class ItemBank:
     def point(self) -> "ItemBank":
         """The same bank with the point estimates only (one 'draw')."""
         return ItemBank(self.ids, self.params, stack_point(self.params), self.source, self.calibration)
+
+    @classmethod
+    def from_params(cls, params: kinds.ItemParams, ids: Sequence[str] | None = None) -> "ItemBank":
+        """A bank of known binary item parameters (no posterior draws); ids q0, q1, ... unless given."""
+        n = int(np.size(params.a))
+        return cls(tuple(map(str, ids)) if ids is not None else tuple(f"q{j}" for j in range(n)), params,
+                   stack_point(kinds.ItemParams(*params[:3])))
 
     @classmethod
     def from_fit(cls, fit: Any, draws: int | None = 100, seed: int = 0, source: str | None = None) -> "ItemBank":
