@@ -219,3 +219,19 @@ def test_fixed_anchor_em_learns_the_item_prior_centre():
     assert out.hyper["mu_d"] < -1.0
     fixed = em.em_estimate(mdl.ModelSpec(kind="2pl", n_choices=4, item_prior="fixed"), y, mask, se=False)
     assert fixed.hyper == {}
+
+
+def test_graded_fits_are_refused_by_link_and_adapt():
+    """Binary items only: a fit whose items table has GRM thresholds (b_1..b_K) is refused with one line."""
+    from types import SimpleNamespace
+
+    from irtexam.bank.adapt import ItemBank
+    from irtexam.bank.link import link
+    from irtexam.errors import IrtexamError
+
+    table = pd.DataFrame({"a": [1.0, 1.2], "b_1": [-1.0, 0.0], "b_2": [0.5, 1.0]}, index=pd.Index(["x", "y"], name="item"))
+    graded = SimpleNamespace(items=table, model="grm")
+    with pytest.raises(IrtexamError, match="graded response model"):
+        ItemBank.from_fit(graded)
+    with pytest.raises(IrtexamError, match="this fit is graded"):
+        link(graded, graded)

@@ -6,14 +6,8 @@ linear map
 
     theta_old = A theta_new + B,   so   a_old = a_new / A,   b_old = A b_new + B,   c_old = c_new.
 
-Separate calibration + transformation (anchors j = 1..J, new parameters transformed by (A, B)):
-
-* mean-mean:    A = mean(a_new) / mean(a_old),  B = mean(b_old) - A mean(b_new);
-* mean-sigma:   A = sd(b_old) / sd(b_new),       B = mean(b_old) - A mean(b_new);
-* Haebara:      (A, B) = argmin sum_q w_q sum_j [P_j(x_q; old) - P_j(x_q; new -> A, B)]^2;
-* Stocking-Lord:(A, B) = argmin sum_q w_q [sum_j P_j(x_q; old) - sum_j P_j(x_q; new -> A, B)]^2,
-
-with x_q a grid on the old scale and w_q its N(0, 1) weights.
+Separate calibration + transformation (``mean-mean``, ``mean-sigma``, ``haebara``, ``stocking-lord``):
+(A, B) from the anchors' parameters in the two fits (formulas in :mod:`.scale`).
 
 Fixed-anchor calibration (``fixed``): the new responses are refitted by the marginal
 estimator (:func:`irtexam.fit` with ``method="em"`` and ``fixed_items``) with the anchors held
@@ -49,21 +43,8 @@ times the sd of the error in experiments/link_simulated.py); it is the term that
 undetected drift with real anchors. The separate methods' draws x bootstrap quantiles carry
 the same two terms (their variances add).
 
-Drift: each anchor's item characteristic curve on the old scale (new parameters mapped by
-(A, B)) against its old one, through two moments over the pooled ability distribution of both
-groups on the old scale (old group N(0, 1), new group N(B, A^2), weighted by group size): the
-mean of P(correct) (the item's expected score; ``score_diff`` in drift.csv is new - old) and
-the covariance of P with standardised ability (the curve's slope over the population). The
-2 x 2 covariance of the difference is the sum of both fits' posterior covariances (from their
-draws) plus, when the link's sds are given, the delta-method effect of (A, B) on the new curves;
-the statistic d' V^-1 d is flagged above the 99% quantile of chi^2(2) (9.21). Curves,
-not (a, b): in the 3PL, a and b trade off with c, so their marginal sds are wide where the
-curve itself is well determined (experiments/link_simulated.py, b + 1 on 500 examinees a group:
-88-96% of the drifting anchors flagged at 0.5-1.3% false flags, against about half with the
-parameter statistic below). Given items tables without draws, the statistic falls back to
-z_a^2 + z_b^2 with z_b = (A b_new + B - b_old) / sqrt((A sd_b_new)^2 + sd_b_old^2) and
-z_a = (log(a_new / A) - log a_old) / sqrt((sd_a_new / a_new)^2 + (sd_a_old / a_old)^2) (both
-columns are always reported); ``test`` in drift.csv says which.
+The separate-calibration constants and the scale map are in :mod:`.scale`, the anchor drift statistic in
+:mod:`.drift`.
 """
 
 from __future__ import annotations
@@ -76,60 +57,23 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
 
 from ..errors import IrtexamError
 from ..irt import kinds
+from .drift import DRIFT_CRITICAL, drift_table
+from .itembank import load_fit_checked
+from .scale import SEPARATE, implied_link, linking_constants, transform_items, transformed_table
 
-METHODS = ("mean-mean", "mean-sigma", "haebara", "stocking-lord", "fixed", "concurrent")
-SEPARATE = ("mean-mean", "mean-sigma", "haebara", "stocking-lord")
-DRIFT_CRITICAL = float(stats.chi2.ppf(0.99, 2))
+__all__ = ["METHODS", "SEPARATE", "DRIFT_CRITICAL", "LinkResult", "link", "separate_link", "fixed_link",
+           "concurrent_link", "anchor_linking_error", "common_items", "drift_table", "implied_link",
+           "linking_constants", "transform_items", "transformed_table"]
+
+METHODS = SEPARATE + ("fixed", "concurrent")
 LOW_Q, HIGH_Q = 0.05, 0.95
-_GRID = np.linspace(-4.0, 4.0, 41)
-_WEIGHTS = stats.norm.pdf(_GRID) / stats.norm.pdf(_GRID).sum()
 
 
-# ----------------------------------------------------------------------------- separate calibration
-def transform_items(items: kinds.ItemParams, A: float, B: float) -> kinds.ItemParams:
-    """New-scale item parameters on the old scale: a / A, A b + B, c unchanged."""
-    return kinds.ItemParams(a=np.asarray(items.a) / A, b=A * np.asarray(items.b) + B, c=items.c)
-
-
-def _moments(new: kinds.ItemParams, old: kinds.ItemParams, method: str) -> tuple[float, float]:
-    b_new, b_old = np.asarray(new.b), np.asarray(old.b)
-    if method == "mean-mean":
-        A = float(np.mean(new.a) / np.mean(old.a))
-    else:
-        A = float(np.std(b_old) / max(np.std(b_new), 1e-12))
-    return A, float(np.mean(b_old) - A * np.mean(b_new))
-
-
-def _characteristic(new: kinds.ItemParams, old: kinds.ItemParams, method: str, start: tuple[float, float]
-                    ) -> tuple[float, float]:
-    p_old = np.asarray(kinds.prob_correct(_GRID, old))                         # (Q, J)
-
-    def loss(x: np.ndarray) -> float:
-        A, B = np.exp(x[0]), x[1]
-        p_new = np.asarray(kinds.prob_correct(_GRID, transform_items(new, A, B)))
-        if method == "haebara":
-            return float(_WEIGHTS @ ((p_old - p_new) ** 2).sum(axis=1))
-        return float(_WEIGHTS @ (p_old.sum(axis=1) - p_new.sum(axis=1)) ** 2)
-
-    x0 = np.array([np.log(max(start[0], 0.05)), start[1]])
-    res = optimize.minimize(loss, x0, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-10, "maxiter": 800})
-    return float(np.exp(res.x[0])), float(res.x[1])
-
-
-def linking_constants(new: kinds.ItemParams, old: kinds.ItemParams, method: str) -> tuple[float, float]:
-    """(A, B) of one separate-calibration method from the anchors' new and old parameters (module doc)."""
-    if method in ("mean-mean", "mean-sigma"):
-        return _moments(new, old, method)
-    start = _moments(new, old, "mean-sigma")
-    if not (np.isfinite(start[0]) and start[0] > 0):
-        start = (1.0, 0.0)
-    return _characteristic(new, old, method, start)
-
-
+# ----------------------------------------------------------------------------- posterior draws
 def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kinds.ItemParams] | None:
     """Posterior draws of the items at ``positions`` (None without draws). A non-finite draw of an item (a
     fit's Laplace covariance can fail for one item) is replaced by that item's point estimate, so it adds no
@@ -157,10 +101,6 @@ def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kin
             if pair is not None:
                 pair[0][bad] = np.broadcast_to(pair[1], bad.shape)[bad]
     return [kinds.ItemParams(*(None if pair is None else pair[0][s] for pair in values)) for s in range(d.n)]
-
-
-def _sub(items: kinds.ItemParams, index: np.ndarray) -> kinds.ItemParams:
-    return kinds.ItemParams(*(None if v is None else np.asarray(v)[index] for v in items[:3]))
 
 
 # ----------------------------------------------------------------------------- results
@@ -191,136 +131,9 @@ class LinkResult:
         return self.transform["A"] * np.asarray(theta_new, float) + self.transform["B"]
 
 
-def transformed_table(items: pd.DataFrame, A: float, B: float) -> pd.DataFrame:
-    """An items.csv table mapped to the old scale: a columns / A; b (and b_k) columns A x + B; c and sds kept
-    consistent (a_sd / A, b_sd * A)."""
-    out = items.copy()
-    for col in out.columns:
-        base = col[:-3] if col.endswith("_sd") else col.rsplit("_", 1)[0] if col.endswith(("_low", "_high")) else col
-        if base == "a":
-            out[col] = items[col] / A
-        elif base == "b" or (base.startswith("b_") and base[2:].isdigit()):
-            out[col] = items[col] * A if col.endswith("_sd") else A * items[col] + B
-    return out
-
-
-_DRIFT_GRID = np.linspace(-6.0, 6.0, 61)
-
-
-def _fit_parts(fit: Any) -> tuple[pd.DataFrame, Any]:
-    """(items table, fit or None): drift_table takes FitResults (draws available) or bare items tables."""
-    if isinstance(fit, pd.DataFrame):
-        return fit, None
-    return fit.items, (fit if getattr(fit, "samples", None) is not None else None)
-
-
-def _drift_weights(A: float, B: float, n_old: float, n_new: float) -> tuple[np.ndarray, np.ndarray]:
-    """Weights of the pooled ability distribution on the old scale (old group N(0, 1), new group
-    N(B, A^2), by group size) on the drift grid, and the grid standardised under them."""
-    w_old = stats.norm.pdf(_DRIFT_GRID)
-    w_new = stats.norm.pdf(_DRIFT_GRID, B, max(A, 1e-6))
-    w = n_old * w_old / w_old.sum() + n_new * w_new / w_new.sum()
-    w = w / w.sum()
-    mean = float(w @ _DRIFT_GRID)
-    z = (_DRIFT_GRID - mean) / np.sqrt(float(w @ (_DRIFT_GRID - mean) ** 2))
-    return w, z
-
-
-def _icc_moments(a: np.ndarray, b: np.ndarray, c: np.ndarray, w: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """(..., J) item parameters -> (..., J, 2): the item's mean P(correct) over the pooled ability distribution
-    and the covariance of P with standardised ability (its slope over the population)."""
-    p = kinds.prob_correct(_DRIFT_GRID, kinds.ItemParams(a=a[..., None], b=b[..., None], c=c[..., None]),
-                           pairwise=True)                                                   # (..., J, Q)
-    return np.stack([p @ w, p @ (w * z)], axis=-1)
-
-
-def _draw_moments(fit: Any, anchors: Sequence[str], A: float, B: float, w: np.ndarray, z: np.ndarray,
-                  n_draws: int, seed: int) -> np.ndarray:
-    """(S, J, 2) ICC moments of the anchors over the fit's posterior draws, mapped by (A, B) (old fit: 1, 0)."""
-    ids = list(map(str, fit.items.index))
-    pos = np.array([ids.index(x) for x in anchors])
-    d = fit.item_draws(n_draws, seed).values
-    a, b = np.asarray(d["a"], float)[:, pos], np.asarray(d["b"], float)[:, pos]
-    c = np.asarray(d["c"], float)[:, pos] if "c" in d else np.zeros_like(a)
-    return _icc_moments(a / A, A * b + B, c, w, z)
-
-
-def _moment_covariance(m: np.ndarray) -> np.ndarray:
-    """(S, J, 2) draws -> (J, 2, 2) covariance per anchor, over the draws finite for that anchor."""
-    out = np.full((m.shape[1], 2, 2), np.nan)
-    for j in range(m.shape[1]):
-        ok = np.isfinite(m[:, j]).all(axis=1)
-        if ok.sum() > 2:
-            out[j] = np.cov(m[ok, j].T)
-    return out
-
-
-def drift_table(new: Any, old: Any, anchors: Sequence[str], A: float, B: float, n_draws: int = 200,
-                seed: int = 0, link_sd: tuple[float, float] | None = None) -> pd.DataFrame:
-    """Anchor drift (module doc): one row per anchor with old and new-on-old-scale a, b (c), z_a, z_b, score_diff,
-    the drift statistic and its flag.
-
-    ``new`` and ``old`` are FitResults (the statistic compares the anchors' item characteristic curves, with
-    the covariance from both fits' posterior draws) or bare items tables (no draws: the marginal
-    z_a^2 + z_b^2 of the parameters, weaker, see the module doc). ``link_sd``: sds of (A, B) (the link's
-    ``A_sd``, ``B_sd``), whose effect on the mapped curves is added to the covariance.
-    """
-    new_table, new_fit = _fit_parts(new)
-    old_table, old_fit = _fit_parts(old)
-    anchors = list(anchors)
-    new_t = new_table.loc[anchors]
-    old_t = old_table.loc[anchors]
-    a_new, b_new = new_t["a"].to_numpy(float) / A, A * new_t["b"].to_numpy(float) + B
-    a_old, b_old = old_t["a"].to_numpy(float), old_t["b"].to_numpy(float)
-
-    def sd(table: pd.DataFrame, col: str) -> np.ndarray:
-        return table[col].to_numpy(float) if col in table else np.zeros(len(table))
-
-    sd_b = np.sqrt((A * sd(new_t, "b_sd")) ** 2 + sd(old_t, "b_sd") ** 2)
-    sd_la = np.sqrt((sd(new_t, "a_sd") / new_t["a"].to_numpy(float)) ** 2 + (sd(old_t, "a_sd") / a_old) ** 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z_b = np.where(sd_b > 0, (b_new - b_old) / sd_b, 0.0)
-        z_a = np.where(sd_la > 1e-9, (np.log(a_new) - np.log(a_old)) / sd_la, 0.0)
-    frame = pd.DataFrame({"item": anchors, "a_old": a_old, "a_new": a_new, "b_old": b_old, "b_new": b_new})
-    if "c" in new_t and "c" in old_t:
-        frame["c_old"], frame["c_new"] = old_t["c"].to_numpy(float), new_t["c"].to_numpy(float)
-    frame["z_a"], frame["z_b"] = z_a, z_b
-    if new_fit is not None and old_fit is not None:
-        w, z = _drift_weights(A, B, old_fit.design.n_examinees, new_fit.design.n_examinees)
-        c_new = new_t["c"].to_numpy(float) if "c" in new_t else np.zeros(len(anchors))
-        c_old = old_t["c"].to_numpy(float) if "c" in old_t else np.zeros(len(anchors))
-        diff = _icc_moments(a_new, b_new, c_new, w, z) - _icc_moments(a_old, b_old, c_old, w, z)      # (J, 2)
-        cov = (_moment_covariance(_draw_moments(new_fit, anchors, A, B, w, z, n_draws, seed))
-               + _moment_covariance(_draw_moments(old_fit, anchors, 1.0, 0.0, w, z, n_draws, seed + 1)))
-        if link_sd is not None and np.all(np.isfinite(link_sd)):
-            # delta method: the new curves move with (A, B); sd_A, sd_B taken as independent
-            a_raw, b_raw = new_t["a"].to_numpy(float), new_t["b"].to_numpy(float)
-            base = _icc_moments(a_raw / A, A * b_raw + B, c_new, w, z)
-            h = 1e-4
-            grad_A = (_icc_moments(a_raw / (A + h), (A + h) * b_raw + B, c_new, w, z) - base) / h      # (J, 2)
-            grad_B = (_icc_moments(a_raw / A, A * b_raw + B + h, c_new, w, z) - base) / h
-            cov = cov + (link_sd[0] ** 2 * grad_A[:, :, None] * grad_A[:, None, :]
-                         + link_sd[1] ** 2 * grad_B[:, :, None] * grad_B[:, None, :])
-        statistic = np.full(len(anchors), np.nan)
-        for j in range(len(anchors)):
-            if np.isfinite(cov[j]).all() and np.linalg.det(cov[j]) > 0:
-                statistic[j] = float(diff[j] @ np.linalg.solve(cov[j], diff[j]))
-        frame["score_diff"] = diff[:, 0]
-        frame["score_diff_sd"] = np.sqrt(cov[:, 0, 0])
-        frame["test"] = "icc"
-    else:
-        statistic = z_a ** 2 + z_b ** 2
-        frame["test"] = "parameters"
-    frame["drift"] = statistic
-    frame["flag"] = statistic > DRIFT_CRITICAL
-    return frame
-
-
 # ----------------------------------------------------------------------------- inputs
 def _load(fit: Any, role: str) -> Any:
     if isinstance(fit, (str, Path)):
-        from .adapt import load_fit_checked
-
         return load_fit_checked(fit)
     return fit
 
@@ -353,8 +166,8 @@ def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: 
     """A, B and 90% intervals (draws x anchor bootstrap) of a separate-calibration method."""
     new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
     old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_new = _sub(kinds.from_table(new.items), new_pos)
-    p_old = _sub(kinds.from_table(old.items), old_pos)
+    p_new = kinds.from_table(new.items).subset(new_pos)
+    p_old = kinds.from_table(old.items).subset(old_pos)
     A, B = linking_constants(p_new, p_old, method)
     d_new, d_old = _draw_params(new, new_pos, n_draws, seed), _draw_params(old, old_pos, n_draws, seed + 1)
     rng = np.random.default_rng(seed)
@@ -366,7 +179,7 @@ def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: 
             continue
         pn = d_new[s] if d_new else p_new
         po = d_old[s] if d_old else p_old
-        reps.append(linking_constants(_sub(pn, idx), _sub(po, idx), method))
+        reps.append(linking_constants(pn.subset(idx), po.subset(idx), method))
     reps_arr = np.array(reps)
     return {"A": A, "B": B, **_interval(reps_arr)}
 
@@ -381,17 +194,11 @@ def _interval(reps: np.ndarray) -> dict[str, float]:
             "A_sd": float(sd[0]), "B_sd": float(sd[1])}
 
 
-def implied_link(new_items: kinds.ItemParams, linked_items: kinds.ItemParams) -> tuple[float, float]:
-    """(A, B) implied by a calibration on the old scale: Stocking-Lord of NEWFIT's own estimates of the same
-    items onto them (both fitted to the same responses, so only the scale differs)."""
-    return linking_constants(new_items, linked_items, "stocking-lord")
-
-
 def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed: int) -> np.ndarray:
     """sd of Stocking-Lord (A, B) over NEWFIT's anchor draws with the old anchors at their point values."""
     new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
     old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_old = _sub(kinds.from_table(old.items), old_pos)
+    p_old = kinds.from_table(old.items).subset(old_pos)
     draws = _draw_params(new, new_pos, n_draws, seed) or []
     reps = np.array([linking_constants(d, p_old, "stocking-lord") for d in draws])
     return reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
@@ -403,14 +210,14 @@ def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 2
     anchors' parameters identical in both groups, so their posterior spread has no such term."""
     new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
     old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_new = _sub(kinds.from_table(new.items), new_pos)
-    p_old = _sub(kinds.from_table(old.items), old_pos)
+    p_new = kinds.from_table(new.items).subset(new_pos)
+    p_old = kinds.from_table(old.items).subset(old_pos)
     rng = np.random.default_rng(seed + 7)
     reps = []
     for _ in range(n_boot):
         idx = rng.integers(0, len(anchors), len(anchors))
         if len(np.unique(idx)) >= 2:
-            reps.append(linking_constants(_sub(p_new, idx), _sub(p_old, idx), "stocking-lord"))
+            reps.append(linking_constants(p_new.subset(idx), p_old.subset(idx), "stocking-lord"))
     return np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
 
 
@@ -519,8 +326,8 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     own_old, own_new = kinds.from_table(old.items), kinds.from_table(new.items)
 
     def constants(items: kinds.ItemParams) -> tuple[float, float, float, float]:
-        A1, B1 = implied_link(_sub(items, old_pos), own_old)
-        A, B = implied_link(own_new, transform_items(_sub(items, new_pos), A1, B1))
+        A1, B1 = implied_link(items.subset(old_pos), own_old)
+        A, B = implied_link(own_new, transform_items(items.subset(new_pos), A1, B1))
         return A, B, A1, B1
 
     A, B, A1, B1 = constants(kinds.from_table(joint.items))
@@ -548,7 +355,7 @@ def link(new: Any, old: Any, method: str = "stocking-lord", *, anchors: Sequence
     new_name, old_name = _name(new, new, "NEWFIT"), _name(old, old, "OLDFIT")
     new_fit, old_fit = _load(new, "new"), _load(old, "old")
     for fit, name in ((new_fit, new_name), (old_fit, old_name)):
-        if fit.model == "grm":
+        if kinds.from_table(fit.items).graded:
             raise IrtexamError(f"{name}: linking supports binary items (1PL/2PL/3PL); this fit is graded")
     common = common_items(new_fit, old_fit, anchors, new_name, old_name)
 
