@@ -307,6 +307,69 @@ def plot_wright_map(items: pd.DataFrame, abilities: pd.Series | Mapping[str, flo
     return ax
 
 
+TRAJECTORY_LABELS = {"theta": r"ability $\theta$", "accuracy": "predicted whole-exam accuracy"}
+
+
+def plot_cat_trajectory(trajectory: pd.DataFrame, ax=None, what: str = "theta", reference: float | None = None,
+                        reference_label: str = "reference"):
+    """An adaptive test step by step: the estimate after each item with its 90% interval.
+
+    ``trajectory`` is :class:`irtexam.bank.adapt.AdaptResult`'s table (trajectory.csv of ``irtexam adapt``):
+    ``what`` ("theta" or "accuracy") names the columns drawn (``what``, ``what_low``, ``what_high``). The
+    answers are marked on the estimate (filled: correct, open: wrong). ``reference``: a horizontal line, e.g.
+    the ability from all the items or the actual accuracy.
+    """
+    if what not in TRAJECTORY_LABELS:
+        raise ValueError(f"what must be one of {', '.join(TRAJECTORY_LABELS)}, not {what!r}")
+    ax = _axes(ax)
+    step = trajectory["step"].to_numpy(dtype=float)
+    estimate = trajectory[what].to_numpy(dtype=float)
+    (line,) = ax.plot(step, estimate, lw=1.5, label="estimate after each item")
+    ax.fill_between(step, trajectory[f"{what}_low"].to_numpy(dtype=float),
+                    trajectory[f"{what}_high"].to_numpy(dtype=float), color=line.get_color(), alpha=0.2,
+                    label="90% interval")
+    correct = trajectory["response"].to_numpy(dtype=float) >= 0.5
+    ax.scatter(step[correct], estimate[correct], color=line.get_color(), s=18, zorder=3, label="correct")
+    ax.scatter(step[~correct], estimate[~correct], facecolor="white", edgecolor=line.get_color(), s=18,
+               zorder=3, label="wrong")
+    if reference is not None:
+        ax.axhline(reference, color="black", lw=1, ls="--", label=reference_label)
+    ax.set_xlabel("items given")
+    ax.set_ylabel(TRAJECTORY_LABELS[what])
+    _title(ax, "Adaptive test: " + ("ability" if what == "theta" else "predicted accuracy"))
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_linking(drift: pd.DataFrame, transform: Mapping, ax=None):
+    """Anchor difficulties of two calibrations before and after linking (``irtexam link``).
+
+    ``drift`` is the link's drift table (drift.csv: b_old, b_new on the old scale, flag) and ``transform``
+    its transform.json (A, B, method). Each anchor's new difficulty is drawn against its old one, on the
+    new calibration's own scale (open) and mapped by b = A b_new + B (filled); after a good link the filled
+    points lie on the diagonal. Anchors flagged as drifting are circled in red.
+    """
+    ax = _axes(ax)
+    A, B = float(transform["A"]), float(transform["B"])
+    b_old = drift["b_old"].to_numpy(dtype=float)
+    linked = drift["b_new"].to_numpy(dtype=float)
+    raw = (linked - B) / A
+    ax.scatter(b_old, raw, facecolor="white", edgecolor="tab:grey", s=22, label="new scale (not linked)")
+    ax.scatter(b_old, linked, color="tab:blue", s=22, label=f"linked: {A:.2f} b + {B:.2f}")
+    flag = drift["flag"].to_numpy(dtype=bool) if "flag" in drift else np.zeros(len(drift), bool)
+    if flag.any():
+        ax.scatter(b_old[flag], linked[flag], facecolor="none", edgecolor="tab:red", s=90, lw=1.5,
+                   label=f"drifting ({int(flag.sum())})")
+    lo = float(np.nanmin([b_old.min(), raw.min(), linked.min()])) - 0.3
+    hi = float(np.nanmax([b_old.max(), raw.max(), linked.max()])) + 0.3
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls=":")
+    ax.set_xlabel("anchor difficulty $b$, old calibration")
+    ax.set_ylabel("anchor difficulty $b$, new calibration")
+    _title(ax, f"Linking by {transform.get('method', 'anchors')}", f"{len(drift)} anchor items")
+    ax.legend(fontsize=8)
+    return ax
+
+
 def plot_ppc(observed: np.ndarray, replicated: np.ndarray, ax=None, what: str = "examinee scores"):
     """Posterior predictive check: observed totals (points) against replicated ones (interval).
 
@@ -329,9 +392,13 @@ def plot_ppc(observed: np.ndarray, replicated: np.ndarray, ax=None, what: str = 
 
 
 def save(ax, path) -> str:
-    """Save the figure of ``ax`` to ``path`` (PNG/SVG/PDF by extension), close it, return the path."""
+    """Save the figure of ``ax`` to ``path`` (PNG/SVG/PDF by extension; its folder is made), close it, return the
+    path."""
+    from pathlib import Path
+
     import matplotlib.pyplot as plt
 
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig = ax.figure
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -12,11 +12,16 @@
 * ```python blocks run as written from the repository root, except the ones README.md also has
   (run by tests/test_readme.py) and snippet includes (``--8<-- "examples/x.py"``), whose file
   must exist.
-* ``slow``: scripts/docs.sh builds the site (``mkdocs build --strict``) and writes site/index.html.
+* The examples gallery (scripts/run_gallery.py, run by scripts/docs.sh): every examples/ script is in
+  the gallery or named as left out, every script docs/examples.md shows is one of those, and the
+  pages' docs/gallery/ figures (git-ignored, made by the build) are the ones the gallery declares.
+* ``slow``: scripts/docs.sh builds the site (``mkdocs build --strict``) and writes site/index.html;
+  the gallery's examples that tests/test_python_jobs.py does not run draw their figures.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -32,6 +37,18 @@ from test_readme import (OFFLINE, OUTPUT_OPTIONS, README, REPO, bash_commands, c
 DOCS = REPO / "docs"
 MAX_README_LINES = 250
 SNIPPET = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$')
+
+
+def load_gallery():
+    """scripts/run_gallery.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("run_gallery", REPO / "scripts" / "run_gallery.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+gallery = load_gallery()
 
 
 def nav_pages(nav) -> list[str]:
@@ -81,7 +98,13 @@ def relative_links(text: str) -> list[str]:
 
 @pytest.mark.parametrize("page", [README] + doc_pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_relative_link_points_to_a_file(page):
-    missing = [t for t in relative_links(page.read_text(encoding="utf-8")) if not (page.parent / t).exists()]
+    def exists(target: str) -> bool:
+        path = (page.parent / target).resolve()
+        if path.parent == gallery.FIGURES:  # made by the docs build (scripts/run_gallery.py), git-ignored
+            return path.name in gallery.figure_names()
+        return path.exists()
+
+    missing = [t for t in relative_links(page.read_text(encoding="utf-8")) if not exists(t)]
     assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
 
 
@@ -210,6 +233,65 @@ def test_docs_python_blocks_run_as_written(page, block):
     assert done.returncode == 0, f"{page.relative_to(REPO)} python block failed:\n{block}\n{done.stderr[-3000:]}"
 
 
+def examples_shown(text: str) -> set[str]:
+    """examples/*.py files a page includes as snippets or runs in a ```bash block."""
+    included = {m.group(1) for m in map(SNIPPET.match, text.splitlines()) if m}
+    run = {c[1] for c in bash_commands(text) if len(c) > 1 and c[0] == ".venv/bin/python"}
+    return {path for path in included | run if path.startswith("examples/") and path.endswith(".py")}
+
+
+def test_the_gallery_runs_every_example_the_examples_page_shows():
+    scripts = [e.script for e in gallery.GALLERY]
+    assert len(set(scripts)) == len(scripts), scripts
+    assert not set(scripts) & set(gallery.NOT_IN_GALLERY)
+    for script in scripts + list(gallery.NOT_IN_GALLERY):
+        assert (REPO / script).is_file(), f"scripts/run_gallery.py names {script}, which does not exist"
+    every = {str(p.relative_to(REPO)) for p in (REPO / "examples").glob("*.py")}
+    assert every == set(scripts) | set(gallery.NOT_IN_GALLERY), \
+        "an examples/ script is neither in scripts/run_gallery.py's GALLERY nor in its NOT_IN_GALLERY"
+    page = (DOCS / "examples.md").read_text(encoding="utf-8")
+    shown = examples_shown(page)
+    assert set(scripts) <= shown, f"docs/examples.md does not show {sorted(set(scripts) - shown)}"
+    assert shown <= set(scripts) | set(gallery.NOT_IN_GALLERY), sorted(shown - set(scripts))
+
+
+def test_the_examples_page_shows_every_gallery_figure():
+    on_page = {Path(t).name for t in relative_links((DOCS / "examples.md").read_text(encoding="utf-8"))
+               if t.startswith("gallery/")}
+    declared = gallery.figure_names()
+    assert on_page == declared, f"missing on docs/examples.md: {sorted(declared - on_page)}, " \
+                                f"not made by the gallery: {sorted(on_page - declared)}"
+    for example in gallery.GALLERY:  # every example takes --figures (and --out where it writes results)
+        text = (REPO / example.script).read_text(encoding="utf-8")
+        assert '"--figures"' in text and ('"--out"' in text) == example.writes_out, example.script
+
+
+RUN_BY_PYTHON_JOBS = {"fit_abilities", "information_curves", "prune_exam"}  # tests/test_python_jobs.py
+
+
+@pytest.mark.slow
+def test_the_new_gallery_examples_draw_their_figures(tmp_path):
+    names = [e.name for e in gallery.GALLERY if e.name not in RUN_BY_PYTHON_JOBS]
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "run_gallery.py"), "--figures", str(tmp_path),
+                           "--only", *names], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    for example in gallery.GALLERY:
+        if example.name in names:
+            assert f"gallery: {example.script} " in done.stdout
+            for name in example.figures:
+                png = (tmp_path / name).read_bytes()
+                assert png[:4] == b"\x89PNG" and len(png) > 10_000, name
+
+
+def test_a_failing_gallery_example_fails_the_run_with_its_name(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit('no data here')\n")
+    monkeypatch.setattr(gallery, "GALLERY", (gallery.Example(str(broken), ("broken.png",)),))
+    assert gallery.main(["--figures", str(tmp_path / "figures")]) == 1
+    printed = capsys.readouterr().err
+    assert f"gallery: {broken} FAILED" in printed and "no data here" in printed
+
+
 @pytest.mark.slow
 def test_docs_site_builds(tmp_path):
     """scripts/docs.sh installs the pinned tools (docs/requirements.txt) and runs `mkdocs build --strict`."""
@@ -222,3 +304,6 @@ def test_docs_site_builds(tmp_path):
             pytest.skip(f"the docs tools could not be installed:\n{done.stdout[-1000:]}\n{done.stderr[-1000:]}")
     assert done.returncode == 0, f"scripts/docs.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert (REPO / "site" / "index.html").is_file()
+    examples_html = (REPO / "site" / "examples" / "index.html").read_text(encoding="utf-8")
+    for name in gallery.figure_names():
+        assert (REPO / "site" / "gallery" / name).is_file() and f"../gallery/{name}" in examples_html, name

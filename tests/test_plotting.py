@@ -64,3 +64,26 @@ def test_forest_wright_ppc(tmp_path):
     _check(plotting.plot_wright_map(ITEMS, many), tmp_path / "wright_many.png")
     obs = np.arange(10.0); rep = obs[None] + np.random.default_rng(1).normal(size=(50, 10))
     _check(plotting.plot_ppc(obs, rep), tmp_path / "ppc.png")
+
+
+def test_cat_trajectory_and_linking(tmp_path):
+    steps = np.arange(1, 9)
+    theta = -0.4 + 0.5 / steps
+    trajectory = pd.DataFrame({"step": steps, "item": [f"q{i}" for i in steps], "response": steps % 2,
+                               "theta": theta, "theta_low": theta - 1 / np.sqrt(steps),
+                               "theta_high": theta + 1 / np.sqrt(steps), "accuracy": 0.4 + 0.01 * steps,
+                               "accuracy_low": 0.3, "accuracy_high": 0.5})
+    fig, (left, right) = plt.subplots(1, 2)
+    assert plotting.plot_cat_trajectory(trajectory, ax=left) is left
+    got = plotting.plot_cat_trajectory(trajectory, ax=right, what="accuracy", reference=0.42)
+    assert got is right and right.get_ylabel() == "predicted whole-exam accuracy"
+    _check(got, tmp_path / "cat.png")
+    with pytest.raises(ValueError, match="theta, accuracy"):
+        plotting.plot_cat_trajectory(trajectory, what="ability")
+    drift = pd.DataFrame({"item": ["q1", "q2", "q3"], "b_old": [-1.0, 0.0, 1.0], "b_new": [-0.9, 0.1, 2.0],
+                          "flag": [False, False, True]})
+    ax = plotting.plot_linking(drift, {"A": 1.2, "B": 0.3, "method": "haebara"})
+    # raw new difficulties recovered as (b_new - B) / A; the drifting anchor circled
+    np.testing.assert_allclose(ax.collections[0].get_offsets()[:, 1], (drift["b_new"] - 0.3) / 1.2)
+    assert len(ax.collections) == 3 and "haebara" in ax.get_title()
+    _check(ax, tmp_path / "link.png")
