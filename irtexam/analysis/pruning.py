@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..warning_types import DataWarning, IrtexamWarning
 from . import information as inf
 
 BY_CHOICES = ("discrimination", "information")
@@ -222,7 +223,7 @@ class PruneResult:
         untaken = [i for i in ids if i not in set(self.decisions["item"])]
         if untaken:
             warnings.warn(f"{len(untaken)} exam item(s) have no responses in the pruned matrix and were left "
-                          f"out ({_preview(untaken)})", stacklevel=2)
+                          f"out ({_preview(untaken)})", DataWarning, stacklevel=2)
         out = [it for it in items if str(it.id) in kept]
         write_exam(out, path)
         return Path(path)
@@ -509,7 +510,7 @@ def prune(responses, model: str = "3pl", drop: float = 0.1, steps: int = 3, by: 
         shown = "\n  ".join(fit_warnings[:5]) + (f"\n  ... {len(fit_warnings) - 5} more" if len(fit_warnings) > 5
                                                  else "")
         warnings.warn(f"prune: {len(plan) + 1} fits raised {len(fit_warnings)} distinct warning(s) "
-                      f"(all in PruneResult.warnings):\n  {shown}", stacklevel=2)
+                      f"(all in PruneResult.warnings):\n  {shown}", IrtexamWarning, stacklevel=2)
     return PruneResult(decisions=table, steps=pd.DataFrame(rows), curves=curve_df, final=result,
                        responses=rm, stop_reason=stop_reason,
                        settings={"model": model, "drop": drop, "steps": steps, "by": by,

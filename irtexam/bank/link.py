@@ -60,6 +60,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import IrtexamError
+from ..warning_types import UncertaintyWarning
 from ..irt import kinds
 from .drift import DRIFT_CRITICAL, drift_table
 from .itembank import load_fit_checked
@@ -96,7 +97,8 @@ def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kin
             bad |= ~np.isfinite(pair[0])
     if bad.any():
         warnings.warn(f"{int(bad.any(axis=0).sum())} item(s) have non-finite posterior draws ({int(bad.sum())} "
-                      f"item draws); they are held at their point estimates in the linking intervals")
+                      f"item draws); they are held at their point estimates in the linking intervals",
+                      UncertaintyWarning)
         for pair in values:
             if pair is not None:
                 pair[0][bad] = np.broadcast_to(pair[1], bad.shape)[bad]
