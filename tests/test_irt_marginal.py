@@ -302,3 +302,37 @@ def test_louis_information_equals_the_full_hessian(kind, grouped):
                                    spec=spec))(result.layout.flatten(*args[:3]), *args)
         assert louis.shape == full.shape == (result.layout.size,) * 2
         assert float(jnp.abs(louis - full).max()) < 1e-8 * float(jnp.abs(full).max())
+
+
+def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
+    """Many items (over DENSE_COVARIANCE_PARAMETERS): Q^-1 with Q = B + S'S by Woodbury, never dense."""
+    from irtexam.irt.marginal_em import LowRankCovariance
+    rng = np.random.default_rng(0)
+    n_items, p, n_examinees = 40, 3, 25
+    root = rng.normal(size=(n_items, p, p))
+    blocks = root @ np.swapaxes(root, 1, 2) + 0.5 * np.eye(p)
+    scores = rng.normal(size=(n_examinees, n_items * p))
+    dense = scores.T @ scores
+    for i in range(n_items):
+        dense[i * p:(i + 1) * p, i * p:(i + 1) * p] += blocks[i]
+    covariance = np.linalg.inv(dense)
+    low = LowRankCovariance.from_parts(blocks, scores)
+    assert np.allclose(low.diagonal(), np.diag(covariance), rtol=1e-10)
+    draws = low.sample(100_000, np.random.default_rng(1))
+    assert np.abs(np.cov(draws.T) - covariance).max() < 0.02 * np.abs(covariance).max()
+
+
+def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
+    import warnings
+
+    from irtexam.irt import marginal_em as em
+    responses, _ = irtexam.simulate(60, 300, model="2pl", seed=4)
+    monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)   # the crossprod information, as for large exams
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dense = irtexam.fit(responses, model="2pl", method="em", draws=4000, seed=1)
+        monkeypatch.setattr(em, "DENSE_COVARIANCE_PARAMETERS", 10)
+        low = irtexam.fit(responses, model="2pl", method="em", draws=4000, seed=1)
+    assert np.array_equal(dense.items["a"], low.items["a"])
+    ratio = low.items["a_sd"] / dense.items["a_sd"]
+    assert abs(np.median(ratio) - 1) < 0.03 and ratio.between(0.85, 1.15).all()

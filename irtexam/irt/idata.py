@@ -141,28 +141,50 @@ def _dims(result: FitLike) -> tuple[dict[str, list[str]], dict[str, Any]]:
     return dims, coords
 
 
-def to_inference_data(result: FitLike) -> Any:
-    """Build an arviz InferenceData: posterior, log_likelihood (per observed cell), sample_stats, observed_data."""
-    az = _arviz()
+Variables = dict[str, tuple[list[str], np.ndarray]]
 
+
+def group_layout(result: FitLike) -> tuple[dict[str, Variables], dict[str, Any], dict[str, Any]]:
+    """The InferenceData groups of a fit, once for both writers: {group: {variable: (dims, values)}}, coords, attrs.
+
+    posterior (chain, draw, ...), log_likelihood ``y`` (chain, draw, cell) per observed response,
+    sample_stats (NUTS), observed_data ``response`` (item, examinee; NaN where missing). Dimensions
+    without a name are arviz's ``<variable>_dim_<i>``.
+    """
     dims, coords = _dims(result)
-    posterior = _posterior_arrays(result)
-    used_dims = {k: v for k, v in dims.items() if k in posterior}
-    observed = {"response": np.where(result.design.mask, result.design.y, np.nan)}
-    groups: dict[str, Any] = {}
+    chains = max(result.chains, 1)
+    coords = {**coords, "chain": np.arange(chains)}
+    chain_draw = ["chain", "draw"]
+    groups: dict[str, Variables] = {
+        "posterior": {k: (chain_draw + dims.get(k, [f"{k}_dim_{i}" for i in range(v.ndim - 2)]), v)
+                      for k, v in _posterior_arrays(result).items()}}
     loglik = pointwise_loglik(result)
     if loglik is not None:
-        groups["log_likelihood"] = {"y": loglik}
         rows, cols = np.nonzero(result.design.mask)
-        coords["cell"] = [f"{result.design.items[i]}|{result.design.examinees[m]}" for i, m in zip(rows, cols)]
+        items, examinees = result.design.items, result.design.examinees
+        coords["cell"] = np.array([f"{items[i]}|{examinees[m]}" for i, m in zip(rows.tolist(), cols.tolist())],
+                                  dtype=object)
+        groups["log_likelihood"] = {"y": (chain_draw + ["cell"], loglik)}
     if result.sample_stats:
-        chains = max(result.chains, 1)
-        groups["sample_stats"] = {k: np.asarray(v).reshape((chains, -1)) for k, v in result.sample_stats.items()}
-    idata = az.from_dict(posterior=posterior, observed_data=observed, coords={**coords},
-                         dims={**used_dims, "response": ["item", "examinee"], "y": ["cell"]}, **groups,
-                         attrs={"model": result.spec.kind, "method": result.method,
-                                "facets": ",".join(result.spec.facets), "seed": result.seed})
-    return idata
+        groups["sample_stats"] = {k: (chain_draw, np.asarray(v).reshape((chains, -1)))
+                                  for k, v in result.sample_stats.items()}
+    groups["observed_data"] = {"response": (["item", "examinee"],
+                                            np.where(result.design.mask, result.design.y, np.nan))}
+    attrs = {"inference_library": "irtexam", "model": result.spec.kind, "method": result.method,
+             "facets": ",".join(result.spec.facets), "seed": int(result.seed)}
+    return groups, coords, attrs
+
+
+def to_inference_data(result: FitLike) -> Any:
+    """Build an arviz InferenceData from :func:`group_layout`: posterior, log_likelihood (per observed cell),
+    sample_stats, observed_data."""
+    az = _arviz()
+    groups, coords, attrs = group_layout(result)
+    values = {group: {name: value for name, (_, value) in variables.items()} for group, variables in groups.items()}
+    dims = {name: list(d[2:]) if group != "observed_data" else list(d)
+            for group, variables in groups.items() for name, (d, _) in variables.items()}
+    coords = {k: (list(v) if k == "cell" else v) for k, v in coords.items()}
+    return az.from_dict(**values, coords=coords, dims=dims, attrs=attrs)
 
 
 def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.ndarray]],
@@ -213,32 +235,14 @@ def write_netcdf(result: FitLike, path: str | Path) -> None:
     """
     import h5py
 
-    dims, coords = _dims(result)
-    coords = {**coords, "chain": np.arange(max(result.chains, 1))}
-    posterior = _posterior_arrays(result)
-    chain_draw = ["chain", "draw"]
-    attrs = {"inference_library": "irtexam", "model": result.spec.kind, "method": result.method,
-             "facets": ",".join(result.spec.facets), "seed": int(result.seed)}
+    groups, coords, attrs = group_layout(result)
+    groups["posterior"] = {k: (d, v.astype(np.float32)) for k, (d, v) in groups["posterior"].items()}
     dim_ids = [0]
     with h5py.File(str(path), "w") as file:
         file.attrs["_NCProperties"] = np.bytes_(f"version=2,irtexam,hdf5={h5py.version.hdf5_version},"
                                                 f"h5py={h5py.version.version}")
-        _write_group(file, "posterior", {k: (chain_draw + dims.get(k, [f"{k}_dim_{i}" for i in range(v.ndim - 2)]),
-                                             v.astype(np.float32)) for k, v in posterior.items()}, coords, attrs,
-                     dim_ids)
-        loglik = pointwise_loglik(result)
-        if loglik is not None:
-            rows, cols = np.nonzero(result.design.mask)
-            items, examinees = result.design.items, result.design.examinees
-            cells = np.array([f"{items[i]}|{examinees[m]}" for i, m in zip(rows.tolist(), cols.tolist())], dtype=object)
-            _write_group(file, "log_likelihood", {"y": (chain_draw + ["cell"], loglik)}, {**coords, "cell": cells},
-                         attrs, dim_ids)
-        if result.sample_stats:
-            chains = max(result.chains, 1)
-            _write_group(file, "sample_stats", {k: (chain_draw, np.asarray(v).reshape((chains, -1)))
-                                                for k, v in result.sample_stats.items()}, coords, attrs, dim_ids)
-        observed = np.where(result.design.mask, result.design.y, np.nan)
-        _write_group(file, "observed_data", {"response": (["item", "examinee"], observed)}, coords, attrs, dim_ids)
+        for name, variables in groups.items():
+            _write_group(file, name, variables, coords, attrs, dim_ids)
 
 
 def save_netcdf(idata: Any, path: str | Path) -> None:

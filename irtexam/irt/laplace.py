@@ -180,10 +180,8 @@ def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item
     ``need_cross``.
     """
     # transforms in NumPy (eager JAX would dispatch a kernel per op); one compiled pass for the sums
-    d = np.asarray(params["d"], dtype=np.float64)
-    a = np.exp(np.asarray(params["a"], dtype=np.float64)) if "a" in params else np.ones_like(d)
-    c = 1.0 / (1.0 + np.exp(-np.asarray(params["c"], dtype=np.float64))) if "c" in params \
-        else np.full_like(d, spec.fixed_c)
+    items = spec.kind_object.item_params({k: np.asarray(params[k], dtype=np.float64) for k in item_keys})
+    a, c, d = items.a, items.c, np.asarray(params["d"], dtype=np.float64)
     f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
     A, W, G = _binary_fisher_kernel(f32(a), f32(d), f32(c), f32(eta), np.asarray(mask),
                                     tuple(item_keys), need_cross)

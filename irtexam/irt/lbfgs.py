@@ -235,6 +235,17 @@ def _cubic_terms(f1: Any, f2: Any, s1: Any, s2: Any, d1: Any, d2: Any,
     return theta, s * np.sqrt(max(0.0, radicand) if clamp else radicand)
 
 
+def _cubic_step(stp: Any, fp: Any, dp: Any, other: Any, f_other: Any, d_other: Any) -> Any:
+    """The minimiser of the cubic through (stp, fp, dp) and (other, f_other, d_other), MINPACK-2's stp + r (other - stp)
+    with r = ((gamma - dp) + theta) / (((gamma - dp) + gamma) + d_other), gamma signed towards ``other``."""
+    theta, gamma = _cubic_terms(f_other, fp, other, stp, d_other, dp)
+    if stp > other:
+        gamma = -gamma
+    p = (gamma - dp) + theta
+    q = ((gamma - dp) + gamma) + d_other
+    return stp + (p / q) * (other - stp)
+
+
 def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, stp: float, fp: float, dp: float,
             brackt: bool, stpmin: float, stpmax: float) -> tuple[float, float, float, float, float, float, float, bool]:
     """MINPACK-2 dcstep: a safeguarded cubic/quadratic step; updates the interval [stx, sty].
@@ -256,13 +267,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
         stpf = stpc if abs(stpc - stx) <= abs(stpq - stx) else stpc + (stpq - stpc) / 2.0
         brackt = True
     elif sgnd < 0.0:  # derivatives of opposite sign: bracketed
-        theta, gamma = _cubic_terms(fx, fp, stx, stp, dx, dp)
-        if stp > stx:
-            gamma = -gamma
-        p = (gamma - dp) + theta
-        q = ((gamma - dp) + gamma) + dx
-        r = p / q
-        stpc = stp + r * (stx - stp)
+        stpc = _cubic_step(stp, fp, dp, stx, fx, dx)
         stpq = stp + (dp / (dp - dx)) * (stx - stp)
         stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
         brackt = True
@@ -288,13 +293,7 @@ def _dcstep(stx: float, fx: float, dx: float, sty: float, fy: float, dy: float, 
             stpf = min(max(stpf, stpmin), stpmax)
     else:  # same sign, derivative magnitude does not decrease
         if brackt:
-            theta, gamma = _cubic_terms(fp, fy, stp, sty, dy, dp)
-            if stp > sty:
-                gamma = -gamma
-            p = (gamma - dp) + theta
-            q = ((gamma - dp) + gamma) + dy
-            r = p / q
-            stpf = stp + r * (sty - stp)
+            stpf = _cubic_step(stp, fp, dp, sty, fy, dy)
         elif stp > stx:
             stpf = stpmax
         else:

@@ -346,9 +346,9 @@ def marginal_log_posterior(flat: Any, X: Any, mean: Any, log_sd: Any, onehot: An
     return marginal.sum() + item_log_prior(X, columns, spec, hyper).sum()
 
 
-def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
-                        layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> Any:
-    """Empirical information sum_m s_m s_m^T of the examinees' marginal score vectors (free parameters).
+def marginal_scores(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
+                    layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> tuple[Any, Any]:
+    """The examinees' marginal score vectors: items (E, I_free, p) and population parameters (E, n_pop).
 
     s_m = sum_q w_mq d/du log p(y_m, theta_q): for item i, sum_q w_mq sum_k [y_im = k] d log P_ik(theta_q) / du_i,
     computed per column with one forward-mode pass (the node log-probabilities are separable by item).
@@ -361,7 +361,7 @@ def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any,
     for j in range(X.shape[1]):
         dlogp = jax.jvp(logp_fn, (X,), (jnp.zeros_like(X).at[:, j].set(1.0),))[1]        # (Q, I, K + 1)
         scores.append(jnp.einsum("eq,kie,qik->ei", w, onehot, dlogp)[:, rows])       # (E, I_free)
-    S = jnp.stack(scores, axis=-1).reshape(w.shape[0], -1)  # item-major, column-minor, as Layout.flatten
+    items = jnp.stack(scores, axis=-1)  # (E, I_free, p): item-major, column-minor, as Layout.flatten
     pop = []
     n_groups = mean.shape[0]
     member = jax.nn.one_hot(group, n_groups, dtype=w.dtype)
@@ -375,8 +375,14 @@ def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any,
         pop.append(member[:, g] * (w @ d_mean[g]))
     for g in np.flatnonzero(layout.free_sd):
         pop.append(member[:, g] * (w @ d_logsd[g]))
-    if pop:
-        S = jnp.concatenate([S, jnp.stack(pop, axis=1)], axis=1)
+    return items, (jnp.stack(pop, axis=1) if pop else jnp.zeros((w.shape[0], 0), dtype=w.dtype))
+
+
+def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
+                        layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> Any:
+    """Empirical information sum_m s_m s_m^T of the marginal score vectors (:func:`marginal_scores`), (P, P)."""
+    items, pop = marginal_scores(X, mean, log_sd, onehot, group, nodes, layout=layout, columns=columns, spec=spec)
+    S = jnp.concatenate([items.reshape(items.shape[0], -1), pop], axis=1)
     return S.T @ S
 
 

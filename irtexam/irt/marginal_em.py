@@ -20,7 +20,7 @@ from ..errors import IrtexamError
 from . import model as mdl
 from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, louis_hessian, make_groups, marginal_log_posterior, population_moments,
-                       quadrature, score_cross_product, to_matrix, update_hyper)
+                       quadrature, marginal_scores, score_cross_product, to_matrix, update_hyper)
 
 # The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.louis_hessian`) costs about
 # nodes x ((K + 1) items)^2 x examinees operations and nodes x ((K + 1) items)^2 numbers of memory; below these
@@ -29,6 +29,9 @@ from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_he
 # a 0.95-0.97 against 0.87-0.91; they agree at 3000 and more)
 EXACT_HESSIAN_BUDGET = 2e11
 EXACT_HESSIAN_MEMORY = 6e7
+# Above this many free parameters the covariance is kept in low-rank form (LowRankCovariance): a dense
+# 30,000 x 30,000 covariance (10,000 3PL items) took 22 GB and crashed the process.
+DENSE_COVARIANCE_PARAMETERS = 6000
 
 
 # ----------------------------------------------------------------------------- compiled kernels
@@ -43,6 +46,7 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout) -> dict[str, Ca
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
+            "marginal_scores": jax.jit(partial(marginal_scores, layout=layout, columns=columns, spec=spec)),
             "prior_total": jax.jit(lambda X, hyper: item_log_prior(X, columns, spec, hyper).sum()),
             "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
                 partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
@@ -64,8 +68,8 @@ class MarginalResult:
     weights: np.ndarray             # (E, Q) posterior over the nodes at the estimate
     loglik: float                   # marginal log-likelihood (no prior)
     log_posterior: float
-    covariance: np.ndarray | None   # (P, P) of the free parameters (Layout order), None without se
-    covariance_root: np.ndarray | None
+    covariance: "np.ndarray | LowRankCovariance | None"  # (P, P) of the free parameters (Layout order), None without se
+    covariance_root: np.ndarray | None                  # L L' = covariance (dense covariance only)
     information: str | None         # "observed" (exact Hessian) or "crossprod" (empirical)
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -226,12 +230,16 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                     hessian = stored["hessian"](*args)
                 info_matrix = -np.asarray(hessian, dtype=np.float64)
                 information = "observed"
-            else:
+            elif layout.size <= DENSE_COVARIANCE_PARAMETERS:
                 info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, onehot, group, nodes), dtype=np.float64)
                 if spec.item_prior != "none":
                     info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
                 information = "crossprod"
-            covariance, root = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
+            else:
+                covariance = _low_rank_covariance(compiled, X, mean, log_sd, onehot, group, nodes, hyper, layout, spec)
+                information = "crossprod"
+            if not isinstance(covariance, LowRankCovariance):
+                covariance, root = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
         result = MarginalResult(
             X=np.asarray(X, dtype=np.float64), columns=columns, mean=np.asarray(mean, dtype=np.float64),
             log_sd=np.asarray(log_sd, dtype=np.float64), hyper={k: float(v) for k, v in hyper.items()},
@@ -265,6 +273,90 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
             # the information runs once per fit: loading it would run it twice (compiled_executable checks a
             # loaded program on its arguments), so it stays a jitted function (JAX's disk cache skips compiling)
             "hessian": compiled["hessian"]}
+
+
+@dataclass
+class LowRankCovariance:
+    """The covariance Q^-1 of the free item parameters with Q = B + S'S: B the prior's block-diagonal curvature
+    (one p x p block per item), S (E, P) the examinees' marginal scores. Never formed densely.
+
+    By Woodbury, Q^-1 = B^-1 - U C U' with U = B^-1 S' (P, E) and C = (I_E + S B^-1 S')^-1 (E, E): exactly
+    the dense inverse, in O(P E) memory. Used above :data:`DENSE_COVARIANCE_PARAMETERS` free parameters,
+    where the dense P x P matrix does not fit in memory.
+    """
+
+    inverse_blocks: np.ndarray   # (I, p, p): B^-1 per item
+    root_blocks: np.ndarray      # (I, p, p): B^(1/2) per item (R R' = B)
+    scores: np.ndarray           # (E, P): S
+    U: np.ndarray                # (P, E)
+    C: np.ndarray                # (E, E)
+
+    @classmethod
+    def from_parts(cls, prior_blocks: np.ndarray, scores: np.ndarray) -> "LowRankCovariance":
+        """From the prior curvature blocks B_i (I, p, p) and the score matrix S (E, P)."""
+        symmetric = 0.5 * (prior_blocks + np.swapaxes(prior_blocks, 1, 2))
+        inverse_blocks = np.linalg.inv(symmetric)
+        root_blocks = np.linalg.cholesky(symmetric)
+        I, p = inverse_blocks.shape[:2]
+        U = np.einsum("iab,ibe->iae", inverse_blocks, scores.T.reshape(I, p, -1)).reshape(I * p, -1)
+        C = np.linalg.inv(np.eye(scores.shape[0]) + scores @ U)
+        return cls(inverse_blocks, root_blocks, scores, U, C)
+
+    def _solve_blocks(self, matrix: np.ndarray) -> np.ndarray:
+        """B^-1 M for M of shape (P, k)."""
+        I, p = self.inverse_blocks.shape[:2]
+        return np.einsum("iab,ibk->iak", self.inverse_blocks, matrix.reshape(I, p, -1)).reshape(I * p, -1)
+
+    def diagonal(self) -> np.ndarray:
+        """diag(Q^-1) = diag(B^-1) - rowsum((U C) * U)."""
+        return (np.diagonal(self.inverse_blocks, axis1=1, axis2=2).reshape(-1)
+                - np.einsum("pe,pe->p", self.U @ self.C, self.U))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n draws (n, P) of N(0, Q^-1): x = Q^-1 (B^(1/2) z1 + S' z2), z1 ~ N(0, I_P), z2 ~ N(0, I_E)."""
+        I, p = self.root_blocks.shape[:2]
+        z1 = rng.standard_normal((I, p, n))
+        z2 = rng.standard_normal((self.scores.shape[0], n))
+        v = np.einsum("iab,ibn->ian", self.root_blocks, z1).reshape(I * p, n) + self.scores.T @ z2
+        x = self._solve_blocks(v) - self.U @ (self.C @ (self.U.T @ v))
+        return x.T
+
+
+def variances(result: "MarginalResult") -> np.ndarray:
+    """The variances of the free parameters (Layout order) of a result with a covariance."""
+    if isinstance(result.covariance, LowRankCovariance):
+        return result.covariance.diagonal()
+    return np.diag(result.covariance)
+
+
+def sample_deviations(result: "MarginalResult", n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws (n, P) from N(0, covariance) of the free parameters."""
+    if isinstance(result.covariance, LowRankCovariance):
+        return result.covariance.sample(n, rng)
+    return rng.standard_normal((n, result.layout.size)) @ result.covariance_root.T
+
+
+def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any,
+                         nodes: Any, hyper: Mapping[str, Any], layout: Layout,
+                         spec: mdl.ModelSpec) -> LowRankCovariance:
+    """The crossprod covariance of many free items without the dense P x P matrix (:class:`LowRankCovariance`).
+
+    Needs a proper item prior (its curvature B is the invertible part; with ``item_prior="none"`` a ridge of
+    1e-6 stands in) and one ability distribution (no free group means or sds: refused with a one-line error).
+    """
+    if layout.free_mean.any() or layout.free_sd.any():
+        raise IrtexamError(f"standard errors for {layout.size} item parameters with estimated group means or sds "
+                           f"would need a dense {layout.size} x {layout.size} matrix; fit with se=False, or fewer "
+                           f"items at a time")
+    items, _ = compiled["marginal_scores"](X, mean, log_sd, onehot, group, nodes)
+    scores = np.asarray(items, dtype=np.float64)
+    scores = scores.reshape(scores.shape[0], -1)
+    p = layout.n_columns
+    if spec.item_prior != "none":
+        prior = -np.asarray(compiled["prior_blocks"](X, hyper), dtype=np.float64)[layout.free_rows]
+    else:
+        prior = np.broadcast_to(1e-6 * np.eye(p), (int(layout.free_rows.sum()), p, p)).copy()
+    return LowRankCovariance.from_parts(prior, scores)
 
 
 def _prior_curvature(blocks: np.ndarray, layout: Layout) -> np.ndarray:

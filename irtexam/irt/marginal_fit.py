@@ -247,7 +247,7 @@ def _item_draws(result: em.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.
     """Reported-scale item draws: free parameters ~ N(estimate, covariance), anchors fixed."""
     layout = result.layout
     flat = np.asarray(mg_flatten(result), dtype=np.float64)
-    draws = flat + rng.standard_normal((n, len(flat))) @ result.covariance_root.T
+    draws = flat + em.sample_deviations(result, n, rng)
     rows = np.flatnonzero(layout.free_rows)
     X = np.broadcast_to(result.X, (n,) + result.X.shape).copy()
     X[:, rows] = draws[:, :len(rows) * layout.n_columns].reshape(n, len(rows), layout.n_columns)
@@ -262,7 +262,7 @@ def mg_flatten(result: em.MarginalResult) -> np.ndarray:
 def _wide_items(result: em.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[str, np.ndarray]) -> list[int]:
     """Items whose log a or d has a posterior sd above 2 (barely identified)."""
     layout = result.layout
-    sd = np.sqrt(np.maximum(np.diag(result.covariance), 0.0))
+    sd = np.sqrt(np.maximum(em.variances(result), 0.0))
     rows = np.flatnonzero(layout.free_rows)
     per_item = sd[:len(rows) * layout.n_columns].reshape(len(rows), layout.n_columns)
     keep = [j for j, c in enumerate(result.columns) if c in ("a", "d", "b1")]
@@ -274,7 +274,7 @@ def _population_table(result: em.MarginalResult) -> dict[str, dict[str, Any]]:
     layout = result.layout
     sd_of = {}
     if result.covariance is not None:
-        se = np.sqrt(np.maximum(np.diag(result.covariance), 0.0))
+        se = np.sqrt(np.maximum(em.variances(result), 0.0))
         offset = int(layout.free_rows.sum()) * layout.n_columns
         for g in np.flatnonzero(layout.free_mean):
             sd_of[("mean", g)] = float(se[offset]); offset += 1
