@@ -89,6 +89,9 @@ def main() -> None:
             print(f"{regime:<11} {model:<5} all {rows[0]['method']:<6} {mean['a_ratio']:.3f}   {mean['b_slope']:.3f}  "
                   f"{mean.get('c_bias', float('nan')):+.3f}  {mean['cov_a']:.2f}  {mean['cov_b']:.2f}  "
                   f"{mean.get('cov_c', float('nan')):.2f}  {mean['cov_theta']:.2f}      {mean['seconds']:.1f}", flush=True)
+            if len(rows) > 1:  # the replications' standard errors: is a departure from 1 more than noise?
+                se = {k: np.std([r[k] for r in rows], ddof=1) / np.sqrt(len(rows)) for k in ("a_ratio", "b_slope")}
+                print(f"{regime:<11} {model:<5} se  {'':<6} {se['a_ratio']:.3f}   {se['b_slope']:.3f}", flush=True)
 
 
 if __name__ == "__main__":
