@@ -232,8 +232,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs = {"action": "store_true", "help": option.help}
         elif isinstance(option.allowed, Number):
             kwargs["type"] = option.allowed
+        elif isinstance(option.allowed, KindChoices):
+            # a metavar, and the choices named in the help only when it is shown: argparse would otherwise list
+            # them (importing the kinds, so JAX) while the parser is built, for every command
+            kwargs.update(choices=option.allowed, metavar=option.name.upper(), help=option.help + ": %(choices)s")
         elif isinstance(option.allowed, tuple):
-            kwargs["choices"] = option.allowed  # KindChoices reads the registry when argparse checks a value
+            kwargs["choices"] = option.allowed
         if option.name == "groups":
             kwargs["metavar"] = "COLUMN"
         parser.add_argument(option.flag, **kwargs)

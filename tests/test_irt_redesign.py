@@ -204,7 +204,14 @@ def test_one_option_table_for_python_and_the_cli():
     flags = {a.dest: a for a in sub._actions}
     for option in config.OPTIONS:
         if option.cli:
-            assert flags[option.name].default == option.default and flags[option.name].help == option.help
+            assert flags[option.name].default == option.default and flags[option.name].help.startswith(option.help)
+
+
+def test_building_the_cli_parser_does_not_import_jax():
+    """The --model choices come from the kind registry, read only when a value is checked or help is shown."""
+    code = "import sys; from irtexam.cli import build_parser; build_parser(); print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT))
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
 
 
 def test_options_are_checked_with_one_template():
