@@ -67,7 +67,7 @@ def form(rng: np.random.Generator, theta: np.ndarray, items: kinds.ItemParams, i
 
 def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drift: int, shift: float,
                 draws: int, methods: tuple[str, ...] = METHODS, n_unique_new: int | None = None,
-                target_new: float = 0.0) -> list[dict]:
+                target_new: float = 0.0, fit_options: dict | None = None) -> list[dict]:
     rng = np.random.default_rng(1000 + rep)
     n_unique_new = n_unique if n_unique_new is None else n_unique_new
     n_total = n_anchor + n_unique + n_unique_new
@@ -90,8 +90,10 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
                   [ids[j] for j in new_idx], "n")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        old_fit = irtexam.fit(old_rm, model="3pl", draws=draws, seed=rep)
-        new_fit = irtexam.fit(new_rm, model="3pl", draws=draws, seed=rep)
+        options = dict(fit_options or {})
+        spec = options.pop("spec", None)
+        old_fit = irtexam.fit(old_rm, model="3pl", draws=draws, seed=rep, spec=spec, **options)
+        new_fit = irtexam.fit(new_rm, model="3pl", draws=draws, seed=rep, spec=spec, **options)
     A_moment = theta_new.std() / theta_old.std()
     B_moment = (theta_new.mean() - theta_old.mean()) / theta_old.std()
     # the truth: the groups' generating abilities (each marginal fit's scale is its group's N(0, 1))
@@ -162,7 +164,18 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
     parser.add_argument("--out", default=str(ROOT / "data/real_run/bank/link_simulated.csv"))
     parser.add_argument("--summarize", metavar="CSV", help="only print the summary table of an existing results CSV")
+    parser.add_argument("--c-concentration", type=float, default=None,
+                        help="alpha + beta of the Beta prior on c (default: the estimator's, 20)")
+    parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
     args = parser.parse_args()
+    fit_options: dict = {}
+    if args.c_concentration is not None:
+        from irtexam.irt.fit import MARGINAL_LOG_A_SCALE
+        from irtexam.irt.model import ModelSpec
+        fit_options["spec"] = ModelSpec(kind="3pl", c_concentration=args.c_concentration,
+                                        item_prior=args.item_prior or "fixed", log_a_scale=MARGINAL_LOG_A_SCALE)
+    elif args.item_prior:
+        fit_options["item_prior"] = args.item_prior
     if args.summarize:
         print(summary(pd.read_csv(args.summarize)).round(3).to_string())
         return
@@ -172,7 +185,8 @@ def main() -> None:
     for rep in range(args.reps):
         try:
             rows.extend(replication(rep, args.anchors, args.unique, args.examinees, args.drifting, args.shift,
-                                    args.draws, tuple(args.methods.split(",")), args.unique_new, args.target_new))
+                                    args.draws, tuple(args.methods.split(",")), args.unique_new, args.target_new,
+                                    fit_options))
         except Exception as exc:  # a failed calibration is counted and reported, not hidden
             failed.append(f"rep {rep}: {type(exc).__name__}: {exc}")
         print(f"[{rep + 1}/{args.reps}] {time.perf_counter() - started:.0f}s", flush=True)
