@@ -111,6 +111,7 @@ def test_no_import_circle_in_the_package():
     assert _cycles(graph, "irtexam.irt")
 
 
+@pytest.mark.slow  # 24 fresh interpreters, each importing JAX: ~40 s on a cold CI machine; the import graph test above is the default guard
 @pytest.mark.parametrize("module", sorted(p.stem for p in (PACKAGE / "irt").glob("*.py") if p.stem != "__init__"))
 def test_every_irt_module_imports_alone(module):
     out = subprocess.run([sys.executable, "-c", f"import irtexam.irt.{module}"], capture_output=True, text=True,
