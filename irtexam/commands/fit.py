@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
     out = result.save(args.out)
     print(format_summary(result))
     for message in result.warnings:
-        if str(message) not in notes:
-            print_warning(message)
+        print_warning(message)
     print(f"wrote {out}/items.csv, examinees.csv{', facets.csv, contrasts.csv' if result.facets is not None else ''}, "
           f"fit.nc, meta.json")
     return 0

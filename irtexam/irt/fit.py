@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -21,13 +21,13 @@ from ..warning_types import DataWarning, Message, emit
 from .. import config
 from . import kinds
 from . import model as mdl
-from ..config import METHODS, EstimatorOptions, OutputOptions
-from .joint import SMALL_EXAM_ITEMS, fit_joint, lbfgs_map, learned_item_prior, map_estimate  # noqa: F401
+from ..config import EstimatorOptions, OutputOptions
+from .joint import SMALL_EXAM_ITEMS, fit_joint, lbfgs_map, map_estimate  # noqa: F401
 from .result import FitResult, load_fit
 from .stats import heldout_split
 
 DEFAULT_FACETS = ("llm", "retriever", "icl")
-__all__ = ["DEFAULT_FACETS", "FitResult", "fit", "load_fit", "map_estimate", "lbfgs_map", "nuts_samples"]
+__all__ = ["DEFAULT_FACETS", "FitResult", "fit", "load_fit", "map_estimate", "lbfgs_map"]
 
 
 def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -163,7 +163,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         options = replace(options, seed=config.check("seed", seed))
     method = config.check("method", method)
     spec = _model_spec(model, spec, model_options)
-    graded = spec.kind_object.graded if spec is not None else kinds.get_kind(config.check("model", model)).graded
+    kind = spec.kind if spec is not None else config.check("model", model)
+    graded = kinds.get_kind(kind).graded
     responses = ResponseMatrix.coerce(responses, graded=graded)  # path, DataFrame (wide/long), array
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
@@ -172,7 +173,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         raise IrtexamError("groups and fixed_items need the marginal estimator: method='em' (CLI: --method em)")
     if spec is None:
         item_prior = model_options.get("item_prior") or default_item_prior(method)
-        spec = mdl.ModelSpec(kind=config.check("model", model), **{k: v for k, v in model_options.items()
+        spec = mdl.ModelSpec(kind=kind, **{k: v for k, v in model_options.items()
                                                                   if k != "item_prior"},
                              facets=facet_names, item_prior=item_prior,
                              log_a_scale=MARGINAL_LOG_A_SCALE if method == "em" else mdl.ModelSpec.log_a_scale)

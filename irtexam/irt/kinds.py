@@ -364,10 +364,16 @@ class BinaryKind(Kind):
         c = np.zeros_like(a) if items.c is None else np.clip(np.asarray(items.c, dtype=float), 1e-6, 1 - 1e-6)
         return {"a": np.log(a), "d": -a * np.asarray(items.b, dtype=float), "c": np.log(c) - np.log1p(-c)}
 
+    def slopes_and_floors(self, u: Mapping[str, Any]) -> tuple[Any, Any]:
+        """(a, c) for the fused kernels (JAX): a = exp(log a) (1PL: ones), c = sigmoid(logit c) per item or the
+        fixed c (a float) without free guessing."""
+        a = jnp.exp(u["a"]) if "a" in u else jnp.ones_like(u["d"])
+        c: Any = jax.nn.sigmoid(u["c"]) if "c" in u else self.fixed_c
+        return a, c
+
     def log_likelihood(self, u: Mapping[str, Any], theta: Any, y: Any, mask: Any) -> Any:
         """The fused binary kernel :func:`irtexam.irt.fused.binary_loglik` (value and gradients in one pass)."""
-        a = jnp.exp(u["a"]) if "a" in u else jnp.ones_like(u["d"])
-        c = jax.nn.sigmoid(u["c"]) if "c" in u else self.fixed_c
+        a, c = self.slopes_and_floors(u)
         return fused.binary_loglik(y, mask, theta, a, u["d"], c if "c" in u or c else None)
 
     def cell_loglik(self, u: Mapping[str, Any], theta: Any, y: Any) -> Any:

@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import IrtexamError
 from . import kinds
 from .design import INTERACTION, Design, build_design, facet_layout, reference_basis, sum_to_zero_basis  # noqa: F401
-from .parameters import EXP, IDENTITY, HalfNormal, Normal, Site, sample_numpyro
+from .parameters import EXP, IDENTITY, HalfNormal, Normal, Site, hyper_site, sample_numpyro
 from .scale import (SCALE_ANCHOR_SD, ability_scale, examinee_theta, facet_thetas, fixes_scale,  # noqa: F401
                     scale_anchor)
 
@@ -157,8 +157,7 @@ def hyper_prior(spec: ModelSpec) -> dict[str, tuple[float, float]]:
 def hyper_sites(spec: ModelSpec) -> tuple[Site, ...]:
     """The hyperparameters locating the item priors ("hierarchical" item priors only), in item-site order."""
     prior = hyper_prior(spec)
-    return tuple(Site(site.hyper, IDENTITY, Normal(*prior[site.hyper]), role="hyper")
-                 for site in item_sites(spec) if site.hyper)
+    return tuple(hyper_site(site, Normal(*prior[site.hyper])) for site in item_sites(spec) if site.hyper)
 
 
 def hyper_names(spec: ModelSpec) -> tuple[str, ...]:
@@ -280,9 +279,7 @@ def item_params(params: Mapping[str, Any], spec: ModelSpec, n_items: int | None 
 def item_slopes_and_floors(items: Mapping[str, jax.Array], spec: ModelSpec) -> tuple[jax.Array, Any]:
     """Binary items' discrimination a = exp(log a) (ones without ``a``: the 1PL) and lower
     asymptote c = sigmoid(logit c) per item, or the model's fixed c (a float) without ``c``."""
-    a = jnp.exp(items["a"]) if "a" in items else jnp.ones_like(items["d"])
-    c: Any = jax.nn.sigmoid(items["c"]) if "c" in items else spec.fixed_c
-    return a, c
+    return spec.kind_object.slopes_and_floors(items)
 
 
 # ----------------------------------------------------------------------------- densities
@@ -369,7 +366,7 @@ def item_prior_terms(items: Mapping[str, Any], spec: ModelSpec, xp: Any = jnp,
     return grad, precision
 
 
-def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design | None = None) -> jax.Array:
+def log_prior(params: Mapping[str, jax.Array], spec: ModelSpec) -> jax.Array:
     """Log prior density of the unconstrained parameters (Jacobians included).
 
     Items: :func:`item_log_prior` summed over items (locations from the hyperparameters in

@@ -231,7 +231,9 @@ class Site:
 
 def hyper_site(site: Site, prior: Normal) -> Site:
     """The scalar hyperparameter site that locates ``site``'s prior."""
-    return Site(site.hyper or "", IDENTITY, prior, role="hyper")
+    if not site.hyper:
+        raise ValueError(f"site '{site.name}' has no hyperparameter")
+    return Site(site.hyper, IDENTITY, prior, role="hyper")
 
 
 def sample_numpyro(site: Site, hyper: Mapping[str, Any] | None = None) -> Any:
