@@ -68,7 +68,7 @@ def form(rng: np.random.Generator, theta: np.ndarray, items: kinds.ItemParams, i
 
 def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drift: int, shift: float,
                 draws: int, methods: tuple[str, ...] = METHODS, n_unique_new: int | None = None,
-                target_new: float = 0.0, fit_options: dict | None = None) -> list[dict]:
+                target_new: float = 0.0, fit_options: dict | None = None, model: str = "3pl") -> list[dict]:
     rng = np.random.default_rng(1000 + rep)
     n_unique_new = n_unique if n_unique_new is None else n_unique_new
     n_total = n_anchor + n_unique + n_unique_new
@@ -76,6 +76,8 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
     b = rng.normal(0.0, 1.0, n_total)
     b[n_anchor + n_unique:] += target_new  # the new form's own items aimed at another ability range
     c = rng.uniform(0.05, 0.3, n_total)
+    if model != "3pl":
+        c = np.zeros(n_total)  # the 2PL: no lower asymptote
     ids = [f"q{j}" for j in range(n_total)]
     anchors = ids[:n_anchor]
     old_idx = np.r_[0:n_anchor, n_anchor:n_anchor + n_unique]
@@ -93,8 +95,8 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
         warnings.simplefilter("ignore")
         options = dict(fit_options or {})
         spec = options.pop("spec", None)
-        old_fit = irtexam.fit(old_rm, model="3pl", draws=draws, seed=rep, spec=spec, **options)
-        new_fit = irtexam.fit(new_rm, model="3pl", draws=draws, seed=rep, spec=spec, **options)
+        old_fit = irtexam.fit(old_rm, model=model, draws=draws, seed=rep, spec=spec, **options)
+        new_fit = irtexam.fit(new_rm, model=model, draws=draws, seed=rep, spec=spec, **options)
     A_moment = theta_new.std() / theta_old.std()
     B_moment = (theta_new.mean() - theta_old.mean()) / theta_old.std()
     # the truth: the groups' generating abilities (each marginal fit's scale is its group's N(0, 1))
@@ -168,6 +170,8 @@ def main() -> None:
     parser.add_argument("--c-concentration", type=float, default=None,
                         help="alpha + beta of the Beta prior on c (default: the estimator's, 20)")
     parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
+    parser.add_argument("--model", default="3pl", choices=("3pl", "2pl"),
+                        help="generating and fitted model (2pl: every c = 0)")
     args = parser.parse_args()
     fit_options: dict = {}
     if args.c_concentration is not None:
@@ -187,7 +191,7 @@ def main() -> None:
         try:
             rows.extend(replication(rep, args.anchors, args.unique, args.examinees, args.drifting, args.shift,
                                     args.draws, tuple(args.methods.split(",")), args.unique_new, args.target_new,
-                                    fit_options))
+                                    fit_options, args.model))
         except Exception as exc:  # a failed calibration is counted and reported, not hidden
             failed.append(f"rep {rep}: {type(exc).__name__}: {exc}")
         print(f"[{rep + 1}/{args.reps}] {time.perf_counter() - started:.0f}s", flush=True)

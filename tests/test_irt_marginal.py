@@ -280,14 +280,16 @@ def test_saving_over_a_fit_replaces_it_whole_and_a_mixed_folder_is_refused(tmp_p
         plain.save(tmp_path / "notafit")
 
 
-@pytest.mark.parametrize("kind, grouped", [("3pl", False), ("grm", False), ("1pl", False), ("2pl", True)])
-def test_louis_information_equals_the_full_hessian(kind, grouped):
-    """Louis' identity (the estimator's information) against JAX differentiating the marginal posterior twice."""
+@pytest.mark.parametrize("kind, grouped, complete", [("3pl", False, False), ("grm", False, False), ("1pl", False, False),
+                                                     ("2pl", True, False), ("3pl", False, True), ("grm", True, True)])
+def test_louis_information_equals_the_full_hessian(kind, grouped, complete):
+    """Louis' identity (the estimator's information) against JAX differentiating the marginal posterior twice;
+    ``complete``: no missing cell, and the pair counts' shortcut for complete data (node_pair_counts)."""
     import jax
     import jax.numpy as jnp
     from functools import partial
 
-    responses, _ = simulate(5, 240, model=kind, seed=2, missing=0.1)
+    responses, _ = simulate(5, 240, model=kind, seed=2, missing=0.0 if complete else 0.1)
     max_score = responses.max_score if kind == "grm" else 1
     y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
     spec = mdl.ModelSpec(kind=kind)
@@ -297,7 +299,12 @@ def test_louis_information_equals_the_full_hessian(kind, grouped):
         args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
                 jnp.asarray(em.one_hot_responses(y, mask, max_score + 1)), jnp.asarray(result.groups.index),
                 jnp.asarray(result.nodes), {k: jnp.asarray(v) for k, v in result.hyper.items()})
-        louis = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec)
+        louis = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec, complete=complete)
+        if complete:  # the shortcut equals the general route (which the other cases check against jax.hessian)
+            general = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec)
+            assert float(jnp.abs(louis - general).max()) < 1e-10 * float(jnp.abs(general).max())
+            return
+        assert not bool(mask.all())
         full = jax.hessian(partial(mg.marginal_log_posterior, layout=result.layout, columns=result.columns,
                                    spec=spec))(result.layout.flatten(*args[:3]), *args)
         assert louis.shape == full.shape == (result.layout.size,) * 2

@@ -122,7 +122,7 @@ def _cpu_flags() -> str:
 
 
 def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequence[Any],
-                        compiler_options: dict | None = None) -> Any:
+                        compiler_options: dict | None = None, check: bool = True) -> Any:
     """The compiled executable of ``jitted`` for ``args``: from this process, from disk (no tracing), or traced.
 
     ``parts`` must fix everything the compiled function depends on apart from ``args`` (the
@@ -133,6 +133,9 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
     executable that fails to load or to run on ``args`` is deleted and the function traced.
     ``compiler_options``: XLA options (default :data:`FAST_COMPILE_OPTIONS`; ``{}`` for XLA's defaults,
     slower to compile, faster to run: the marginal EM's kernels run 2-3x faster with them).
+    ``check=False`` skips that trial run of a loaded executable, for a program that runs once per fit
+    (the trial would double its cost): the first call is the trial, and if it fails the file is deleted
+    and the function traced and run instead (:class:`_FirstCallChecked`).
     """
     options = FAST_COMPILE_OPTIONS if compiler_options is None else compiler_options
     if options != FAST_COMPILE_OPTIONS:
@@ -148,6 +151,9 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
     if path is not None and path.exists():
         try:
             compiled = _load(path)
+            if not check:
+                return _FirstCallChecked(compiled, path, lambda: compiled_executable(
+                    name, parts, jitted, args, compiler_options))
             jax.block_until_ready(compiled(*args))  # a broken file fails here, not in the caller
             _remember(key, compiled)
             return compiled
@@ -175,6 +181,26 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
                 pass
     _remember(key, compiled)
     return compiled
+
+
+class _FirstCallChecked:
+    """A loaded executable whose first call is its check: if that call fails, the file is deleted and the
+    call is answered by ``fallback()`` (the function traced and compiled afresh), which later calls use too."""
+
+    def __init__(self, compiled: Any, path: Path, fallback: Any) -> None:
+        self.compiled, self.path, self.fallback, self.checked = compiled, path, fallback, False
+
+    def __call__(self, *args: Any) -> Any:
+        if self.checked:
+            return self.compiled(*args)
+        try:
+            out = jax.block_until_ready(self.compiled(*args))
+        except Exception:  # noqa: BLE001 - a broken file: forget it and compile
+            self.path.unlink(missing_ok=True)
+            self.compiled = self.fallback()
+            out = self.compiled(*args)
+        self.checked = True
+        return out
 
 
 def _named_for(key: str, jitted: Any) -> Any:

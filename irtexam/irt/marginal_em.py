@@ -36,15 +36,16 @@ DENSE_COVARIANCE_PARAMETERS = 6000
 
 # ----------------------------------------------------------------------------- compiled kernels
 @lru_cache(maxsize=16)
-def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout) -> dict[str, Callable]:
-    """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing)."""
+def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool = False) -> dict[str, Callable]:
+    """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing);
+    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal.node_pair_counts`)."""
     target = partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec)
     return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
             "m_step": jax.jit(partial(_m_step_items, columns=columns, spec=spec)),
             "hyper_step": jax.jit(partial(update_hyper, columns=columns, spec=spec)),
             "moments": jax.jit(population_moments, static_argnums=(2,)),
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
-            "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec)),
+            "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec, complete=complete)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
             "marginal_scores": jax.jit(partial(marginal_scores, layout=layout, columns=columns, spec=spec)),
             "prior_total": jax.jit(lambda X, hyper: item_log_prior(X, columns, spec, hyper).sum()),
@@ -129,20 +130,25 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
              and n_nodes * width ** 2 <= EXACT_HESSIAN_MEMORY)
     polish = polish and exact
     with jax.enable_x64(True):
-        nodes = jnp.asarray(quadrature(n_nodes))
-        onehot = jnp.asarray(one_hot_responses(y, mask, max_score + 1))
-        group = jnp.asarray(groups.index)
-        X = jnp.asarray(X0)
-        mean = jnp.zeros(groups.n)
-        log_sd = jnp.zeros(groups.n)
+        # device_put, not jnp.asarray: no eager conversion program to look up
+        nodes = jax.device_put(np.asarray(quadrature(n_nodes), dtype=np.float64))
+        onehot = jax.device_put(one_hot_responses(y, mask, max_score + 1))
+        group = jax.device_put(np.asarray(groups.index))
+        X = jax.device_put(np.asarray(X0, dtype=np.float64))
+        # the small state lives on the host: the EM and SQUAREM arithmetic on it in NumPy, not as eager JAX
+        # operations (each one a compile-cache lookup, about 0.3 s of a 2000 x 200 3PL fit)
+        mean = np.zeros(groups.n)
+        log_sd = np.zeros(groups.n)
         hyper = {k: jnp.asarray(v) for k, v in hyper0.items()}
-        free = jnp.asarray(free_rows, dtype=X.dtype)
-        compiled = kernels(columns, spec, layout)
+        free = jax.device_put(free_rows.astype(np.float64))
+        complete = bool(np.all(mask))
+        compiled = kernels(columns, spec, layout, complete)
         stored = _stored_kernels(compiled, spec, columns, layout, groups.n, (X, mean, log_sd, onehot, group, nodes),
-                                 hyper, free, max_score)
+                                 hyper, free, max_score, information=exact and (se or polish) and layout.size > 0,
+                                 complete=complete)
         e_step, m_step, hyper_step = stored["e_step"], stored["m_step"], compiled["hyper_step"]
         prior_total = stored["prior_total"]
-        free_mean, free_sd = jnp.asarray(groups.free_mean), jnp.asarray(groups.free_sd)
+        free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         def em_map(state: tuple, hyper: dict) -> tuple[tuple, dict, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd): the new state, hyperparameters, and the
@@ -151,14 +157,15 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
             X_new, _ = m_step(X, counts, nodes, hyper, free)
             new_mean, new_log_sd = stored["moments"](w, group, nodes)
-            new_state = (X_new, jnp.where(free_mean, new_mean, mean), jnp.where(free_sd, new_log_sd, log_sd))
-            value = float(ll + prior_total(X, hyper))
+            new_state = (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
+                         np.where(free_sd, np.asarray(new_log_sd), log_sd))
+            value = float(ll) + float(prior_total(X, hyper))
             return new_state, (hyper_step(X_new, hyper=hyper) if hyper else hyper), value
 
         def distance(a: tuple, b: tuple) -> float:
-            return float(max(jnp.abs(u - v).max() for u, v in zip(a, b)))
+            return float(max(np.abs(u - v).max() for u, v in zip(a, b)))
 
-        state = (X, mean, log_sd)
+        state = (np.asarray(X), mean, log_sd)
         converged, cycle, change, value = False, 0, np.inf, -np.inf
         history: list[float] = []
         while cycle < max_cycles:
@@ -180,18 +187,18 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 break
             r = [u - v for u, v in zip(one, state)]
             v = [a - 2 * b + c for a, b, c in zip(two, one, state)]
-            r_norm = float(np.sqrt(sum(float(jnp.sum(x ** 2)) for x in r)))
-            v_norm = float(np.sqrt(sum(float(jnp.sum(x ** 2)) for x in v)))
+            r_norm = float(np.sqrt(sum(float(np.sum(x ** 2)) for x in r)))
+            v_norm = float(np.sqrt(sum(float(np.sum(x ** 2)) for x in v)))
             alpha = -max(r_norm / max(v_norm, 1e-300), 1.0)
             jumped = tuple(s0 - 2 * alpha * ri + alpha ** 2 * vi for s0, ri, vi in zip(state, r, v))
             landed, hyper3, jumped_value = em_map(jumped, hyper2)
             cycle += 1
             if np.isfinite(jumped_value) and jumped_value >= value and all(
-                    bool(jnp.all(jnp.isfinite(x))) for x in landed):
+                    bool(np.all(np.isfinite(x))) for x in landed):
                 state, hyper = landed, hyper3
             else:
                 state, hyper = two, hyper2
-        X, mean, log_sd = state
+        X, mean, log_sd = (jax.device_put(x) for x in state)
         em_seconds = time.perf_counter() - started
         objective = compiled["objective"]
         args = (X, mean, log_sd, onehot, group, nodes, hyper)
@@ -253,26 +260,29 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
 
 
 def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns: tuple, layout: Layout,
-                    n_groups: int, data: tuple, hyper: dict, free: Any, max_score: int) -> dict[str, Callable]:
+                    n_groups: int, data: tuple, hyper: dict, free: Any, max_score: int,
+                    information: bool = False, complete: bool = False) -> dict[str, Callable]:
     """The kernels a fit runs, as executables kept on disk by :func:`irtexam.irt.compile_cache.compiled_executable`:
-    a later process of the same shapes loads them without tracing (about 2 s of a 2000 x 200 3PL fit)."""
+    a later process of the same shapes loads them without tracing (about 2 s of a 2000 x 200 3PL fit).
+    ``information``: the fit takes the exact Hessian; it is stored too (tracing it took 0.5 s of a
+    2000 x 200 3PL fit) and, as it runs once per fit, checked by its first call (``check=False``)."""
     import hashlib
 
     from .compile_cache import compiled_executable
 
     X, mean, log_sd, onehot, group, nodes = data
-    parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest())
-    counts = jnp.zeros((nodes.shape[0], X.shape[0], max_score + 1), dtype=X.dtype)
-    w = jnp.zeros((onehot.shape[2], nodes.shape[0]), dtype=X.dtype)
+    parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest(),
+             complete)
+    counts = np.zeros((nodes.shape[0], X.shape[0], max_score + 1), dtype=X.dtype)
+    w = np.zeros((onehot.shape[2], nodes.shape[0]), dtype=X.dtype)
     moments = jax.jit(lambda w, g, nodes: population_moments(w, g, n_groups, nodes))
     store = partial(compiled_executable, compiler_options={})  # XLA's defaults: these kernels run for a while
     return {"e_step": store("em-e-step", parts, compiled["e_step"], data),
             "m_step": store("em-m-step", parts, compiled["m_step"], (X, counts, nodes, hyper, free)),
             "moments": store("em-moments", parts, moments, (w, group, nodes)),
             "prior_total": store("em-prior", parts, compiled["prior_total"], (X, hyper)),
-            # the information runs once per fit: loading it would run it twice (compiled_executable checks a
-            # loaded program on its arguments), so it stays a jitted function (JAX's disk cache skips compiling)
-            "hessian": compiled["hessian"]}
+            "hessian": (store("em-hessian", parts, compiled["hessian"], (*data, hyper), check=False)
+                        if information else compiled["hessian"])}
 
 
 @dataclass
