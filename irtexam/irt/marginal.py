@@ -244,9 +244,12 @@ def damped_newton_direction(g: Any, H: Any, max_step: float = 1.0) -> Any:
     off = jnp.abs(neg).sum(axis=-1) - jnp.abs(diagonal)
     step, _ = small_cholesky_solve(neg + (jnp.maximum(0.0, -(diagonal - off).min(axis=-1)) + 1e-4 * scale)[:, None,
                                                                                                           None] * eye, g)
-    for lift in reversed(LIFTS):  # the smallest positive-definite shift wins
-        trial, smallest = small_cholesky_solve(neg + (lift * scale)[:, None, None] * eye, g)
-        step = jnp.where((smallest > 1e-10 * scale)[:, None], trial, step)
+    # every lift at once (one batched solve keeps the compiled M-step small: it is stored and loaded
+    # by each process); the smallest positive-definite shift wins
+    lifts = jnp.asarray(LIFTS, dtype=H.dtype)
+    trials, smallest = jax.vmap(lambda lift: small_cholesky_solve(neg + (lift * scale)[:, None, None] * eye, g))(lifts)
+    for k in reversed(range(len(LIFTS))):
+        step = jnp.where((smallest[k] > 1e-10 * scale)[:, None], trials[k], step)
     longest = jnp.abs(step).max(axis=-1, keepdims=True)
     return step * jnp.minimum(1.0, max_step / jnp.maximum(longest, 1e-300))
 
@@ -260,7 +263,7 @@ def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], fre
     fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
     g, H = block_hessians(fun, X)
     direction = damped_newton_direction(g, H) * free_rows[:, None]
-    values = jnp.stack([fun(X + t * direction) for t in STEP_SIZES])  # (S, I)
+    values = jax.vmap(lambda t: fun(X + t * direction))(jnp.asarray(STEP_SIZES, dtype=X.dtype))  # (S, I)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.asarray(STEP_SIZES, dtype=X.dtype)[jnp.argmax(values, axis=0)]
     return X + best[:, None] * direction, values.max(axis=0).sum()
