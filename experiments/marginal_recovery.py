@@ -44,13 +44,17 @@ def coverage(table, column: str, truth: np.ndarray) -> float:
     return float(np.mean((low <= truth) & (truth <= high)))
 
 
-def one(n_items: int, n_examinees: int, model: str, seed: int, method: str) -> dict[str, float]:
-    responses, truth = simulate(n_items, n_examinees, model=model, seed=seed)
+def one(n_items: int, n_examinees: int, model: str, seed: int, method: str, c_range: tuple[float, float] | None = None,
+        item_prior: str | None = None) -> dict[str, float]:
+    c = (np.random.default_rng(seed + 10_000).uniform(*c_range, n_items)
+         if c_range is not None and model == "3pl" else None)
+    responses, truth = simulate(n_items, n_examinees, model=model, seed=seed, c=c)
     star = true_on_sample_scale(truth)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = irtexam.fit(responses, model=model, method=method, seed=seed)
+        fit = irtexam.fit(responses, model=model, method=method, seed=seed,
+                          **({"item_prior": item_prior} if item_prior else {}))
     seconds = time.perf_counter() - started
     items = fit.items.reindex(list(responses.items))
     thetas = fit.examinees.reindex(list(responses.examinees))
@@ -72,6 +76,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--method", default="auto")
     parser.add_argument("--seed", type=int, default=100)
+    parser.add_argument("--c-range", default=None, metavar="LO,HI",
+                        help="draw the 3PL's c ~ U(LO, HI) instead of simulate's Beta(5, 15) (centred on the prior's 0.25)")
+    parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
     args = parser.parse_args()
     print("regime      model rep method a_ratio b_slope c_bias cov_a cov_b cov_c cov_theta seconds")
     for regime in args.regimes.split(","):
@@ -79,7 +86,8 @@ def main() -> None:
         for model in args.models.split(","):
             rows = []
             for rep in range(args.reps):
-                row = one(n_items, n_examinees, model, args.seed + rep, args.method)
+                row = one(n_items, n_examinees, model, args.seed + rep, args.method,
+                          tuple(map(float, args.c_range.split(","))) if args.c_range else None, args.item_prior)
                 rows.append(row)
                 print(f"{regime:<11} {model:<5} {rep:>3} {row['method']:<6} {row['a_ratio']:.3f}   {row['b_slope']:.3f}  "
                       f"{row.get('c_bias', float('nan')):+.3f}  {row['cov_a']:.2f}  {row['cov_b']:.2f}  "
