@@ -176,6 +176,14 @@ def _parse_score(value: object, *, graded: bool) -> tuple[float, str | None]:
     return number, None
 
 
+def _invalid_numbers(values: np.ndarray, *, graded: bool) -> np.ndarray:
+    """Mask of the scores that are not valid (NaN is missing, so valid): binary 0/1, graded integers >= 0."""
+    finite = ~np.isnan(values)
+    if graded:
+        return finite & ((values < 0) | (values != np.round(values)))
+    return finite & (values != 0.0) & (values != 1.0)
+
+
 def _parse_scores(raw: pd.Series, *, graded: bool, path: str | None) -> np.ndarray:
     """Turn a response column into floats (NaN = missing), rejecting anything else.
 
@@ -186,11 +194,7 @@ def _parse_scores(raw: pd.Series, *, graded: bool, path: str | None) -> np.ndarr
     """
     if pd.api.types.is_bool_dtype(raw.dtype) or pd.api.types.is_numeric_dtype(raw.dtype):
         values = raw.to_numpy(dtype=float, na_value=np.nan)
-        finite = ~np.isnan(values)
-        if graded:
-            bad = finite & ((values < 0) | (values != np.round(values)))
-        else:
-            bad = finite & (values != 0.0) & (values != 1.0)
+        bad = _invalid_numbers(values, graded=graded)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             value = raw.iloc[row:row + 1].tolist()[0]  # a Python scalar, as the user wrote it
@@ -347,8 +351,8 @@ class ResponseMatrix:
             meta = meta.reindex(list(self.items))
             meta.index.name = "item"
         object.__setattr__(self, "item_meta", meta)
-        observed = values[~np.isnan(values)]
-        if observed.size and (observed.min() < 0 or observed.max() > self.max_score):
+        low, high = np.fmin.reduce(values, axis=None), np.fmax.reduce(values, axis=None)  # NaN-skipping, no copy
+        if values.size and not np.isnan(low) and (low < 0 or high > self.max_score):
             raise InputError(f"responses must lie in 0..{self.max_score}", path=self.source, column="response")
 
     # ------------------------------------------------------------------ shape
@@ -514,7 +518,23 @@ class ResponseMatrix:
 
     @classmethod
     def read(cls, path: str | Path, *, graded: bool = False) -> "ResponseMatrix":
-        """Read a long response table (CSV/TSV/parquet/JSONL, optionally gzipped)."""
+        """Read a long response table (CSV/TSV/parquet/JSONL, optionally gzipped).
+
+        A plain parquet or CSV/TSV table (columns item, examinee, response only) is read batch by batch
+        (:func:`irtexam.io_tables.read_plain_long`: peak memory about the float32 matrix plus a few
+        batches); any other table, and any bad input, is read by :meth:`from_long`, whose result and
+        errors the streaming reader reproduces exactly.
+        """
+        from .io_tables import read_plain_long
+
+        checked = Path(path)
+        if not checked.exists():
+            raise FileNotFoundError(2, "No such file", str(checked))
+        plain = read_plain_long(checked, _format_for(checked), graded=graded)
+        if plain is not None:
+            values, items, examinees, max_score = plain
+            return cls(values=values, items=tuple(items), examinees=tuple(examinees), max_score=max_score,
+                       source=str(path))
         frame = read_long_table(path)
         if frame.shape[1] == 0:
             raise InputError("the file is empty; expected a header with columns item, examinee, response",

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from ..io_tables import write_long_parquet
     from ..irt.simulate import simulate
     from ..paths import check_memory, check_output_file
 
@@ -56,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
                  f"--items {args.items} x {examinees} examinees")
     responses, truth = simulate(args.items, args.examinees, model=args.model, seed=args.seed,
                                 facets=grid, missing=args.missing)
-    out = responses.save(args.out)
+    out = write_long_parquet(responses, args.out) if Path(args.out).suffix.lower() == ".parquet" \
+        else responses.save(args.out)  # parquet: streamed a block of items at a time
     truth_path = Path(str(out) + ".truth.json")
     truth_path.write_text(json.dumps({k: v.tolist() for k, v in truth.items() if k != "p"}))
     print(f"wrote {responses.n_items} items x {responses.n_examinees} examinees to {out} (truth: {truth_path})")
