@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Peak memory and time of reading a long parquet response table into a ResponseMatrix (issue 22).
 
-    .venv/bin/python benchmarks/read_memory.py [--max-cells 1e7] [--old-max-cells 1e7] [--out FILE]
+    .venv/bin/python benchmarks/read_memory.py [--max-cells 1e7] [--old-max-cells 1e7] [--format csv] [--out FILE]
 
-Each size is written once by `irtexam simulate --model 3pl --seed 0 --out X.parquet` (complete matrix;
+Each size is written once by `irtexam simulate --model 3pl --seed 0 --out X.parquet` (or X.csv with
+``--format csv``, written by ``ResponseMatrix.save``, so not beyond 10^7 cells) (complete matrix;
 its own peak RSS and time are reported too), then read in a fresh process, once by each path:
 
 - new: ``ResponseMatrix.read(path)`` (the streaming reader, irtexam.io_tables);
@@ -67,6 +68,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-cells", type=float, default=1e7)
     parser.add_argument("--old-max-cells", type=float, default=1e7, help="largest size read by the old path too")
+    parser.add_argument("--format", default="parquet", choices=["parquet", "csv", "csv.gz"])
     parser.add_argument("--out", default=None, help="also write the table here (the command line at the top)")
     args = parser.parse_args()
     lines = ["$ " + shlex.join([Path(sys.executable).name, *sys.argv]), "",
@@ -77,7 +79,7 @@ def main() -> int:
             cells = items * examinees
             if cells > args.max_cells:
                 break
-            path = Path(folder) / f"r{cells}.parquet"
+            path = Path(folder) / f"r{cells}.{args.format}"
             sim = run_json([WRAPPER, IRTEXAM, "simulate", "--items", str(items), "--examinees", str(examinees),
                             "--model", "3pl", "--seed", "0", "--out", str(path)])
             rows = [f"{cells:>11,} {'simulate':>9} {sim['seconds']:8.1f} {'':>13} {'':>7} {sim['peak'] / 1e6:14.0f}"]

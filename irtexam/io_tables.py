@@ -26,8 +26,9 @@ import numpy as np
 from .responses import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score
 
 BATCH_ROWS = 1 << 18          # rows a batch when reading parquet
-CSV_BLOCK_BYTES = 1 << 24     # bytes a batch when reading CSV
+CSV_BLOCK_BYTES = 1 << 20     # bytes a batch when reading CSV (larger blocks: arrow kept ~15 bytes a row alive)
 WRITE_ROWS = 1 << 22          # rows a row group when writing parquet
+DICTIONARY_COLUMNS: tuple[str, ...] = ("item", "examinee", "response")
 _SENTINEL = np.float32(-1.0)  # a cell no row wrote (scores are >= 0; a missing score writes NaN)
 
 
@@ -76,7 +77,7 @@ def _parquet_source(path: Path) -> BatchSource:
     types = {name: schema.field(name).type for name in REQUIRED_COLUMNS}
     if not (_id_type_ok(types["item"]) and _id_type_ok(types["examinee"]) and _response_type_ok(types["response"])):
         raise _Fallback
-    as_dictionary = [name for name, dtype in types.items() if _is_text(dtype)]
+    as_dictionary = [name for name, dtype in types.items() if _is_text(dtype) and name in DICTIONARY_COLUMNS]
 
     def batches(columns: list[str]) -> Iterator:
         # a buffered stream, not the whole row group's pages at once (pre_buffer): memory a batch, not a group

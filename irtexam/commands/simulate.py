@@ -40,6 +40,9 @@ def parse_facet_grid(text: str | None) -> dict[str, int] | None:
 
 # peak bytes per simulated cell: probabilities and draws (float64), the long table's three columns
 SIMULATE_BYTES_PER_CELL = 120
+# the same with --out X.parquet, whose long table is streamed a block of items at a time (no frame of it):
+# measured 42 at 10^8 cells (benchmarks/results/read_memory.txt)
+SIMULATE_PARQUET_BYTES_PER_CELL = 50
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out", formats=["csv", "csv.gz", "tsv", "tsv.gz", "parquet", "jsonl"])
     grid = parse_facet_grid(args.facets)
     examinees = math.prod(grid.values()) if grid else args.examinees
-    check_memory(args.items * examinees, SIMULATE_BYTES_PER_CELL,
+    parquet = Path(args.out).suffix.lower() == ".parquet"
+    check_memory(args.items * examinees, SIMULATE_PARQUET_BYTES_PER_CELL if parquet else SIMULATE_BYTES_PER_CELL,
                  f"--items {args.items} x {examinees} examinees")
     responses, truth = simulate(args.items, args.examinees, model=args.model, seed=args.seed,
                                 facets=grid, missing=args.missing)
-    out = write_long_parquet(responses, args.out) if Path(args.out).suffix.lower() == ".parquet" \
-        else responses.save(args.out)  # parquet: streamed a block of items at a time
+    out = write_long_parquet(responses, args.out) if parquet else responses.save(args.out)
     truth_path = Path(str(out) + ".truth.json")
     truth_path.write_text(json.dumps({k: v.tolist() for k, v in truth.items() if k != "p"}))
     print(f"wrote {responses.n_items} items x {responses.n_examinees} examinees to {out} (truth: {truth_path})")
