@@ -130,8 +130,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("correct_draws", "estimator", True, bool, "importance-correct the MAP's Laplace draws (True) or keep "
            "them Gaussian", cli=False),
     # output
-    Option("draws", "output", 500, POSITIVE_INT, "posterior draws a MAP or EM fit keeps (NUTS keeps chains x "
-           "samples)", cli=False),
+    Option("draws", "output", None, POSITIVE_INT, "posterior draws a MAP or EM fit keeps (NUTS keeps chains x "
+           "samples); default 500, an EM fit of more than 100,000 examinees fewer (50,000,000 / examinees, at "
+           "least 100: their ability draws stay near 200 MB)", cli=False, none_ok=True),
     Option("progress", "output", False, bool, "show the sampler's progress bar (NUTS)", cli=False),
 )
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
@@ -195,7 +196,7 @@ class EstimatorOptions:
 class OutputOptions:
     """What a fit keeps and shows: ``draws`` (posterior draws of a MAP or EM fit), ``progress`` (NUTS bar)."""
 
-    draws: int = 500
+    draws: int | None = None
     progress: bool = False
 
     def __post_init__(self) -> None:

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .responses import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score
+from .scores import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score
 
 BATCH_ROWS = 1 << 18          # rows a batch when reading parquet
 CSV_BLOCK_BYTES = 1 << 20     # bytes a batch when reading CSV (larger blocks: arrow kept ~15 bytes a row alive)

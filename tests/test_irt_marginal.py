@@ -14,9 +14,11 @@ import pytest
 import irtexam
 from irtexam.errors import IrtexamError
 from irtexam.irt import kinds
+from irtexam.irt import examinee_blocks as eb
 from irtexam.irt import marginal as mg
 from irtexam.irt import marginal_em as em
 from irtexam.irt import marginal_fit as mf
+from irtexam.irt import marginal_information as mi
 from irtexam.irt import model as mdl
 from irtexam.irt.simulate import simulate
 from irtexam.responses import ResponseMatrix
@@ -109,7 +111,7 @@ def test_marginal_loglik_equals_numerical_integral():
         import jax.numpy as jnp
         value = mg.marginal_log_posterior(
             layout.flatten(jnp.asarray(X), jnp.zeros(1), jnp.zeros(1)), jnp.asarray(X), jnp.zeros(1), jnp.zeros(1),
-            jnp.asarray(em.one_hot_responses(y, mask, 2)), jnp.zeros(4, dtype=jnp.int32),
+            *map(jnp.asarray, eb.response_blocks(y, mask, np.zeros(4, dtype=np.int32))),
             jnp.asarray(mg.quadrature()), {}, layout=layout, columns=columns, spec=spec)
     assert abs(float(value) - expected) < 1e-6
 
@@ -172,7 +174,7 @@ def test_em_mode_has_zero_gradient():
     with jax.enable_x64(True):
         k = em.kernels(result.columns, spec, result.layout)
         args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
-                jnp.asarray(em.one_hot_responses(y, mask, 2)), jnp.asarray(result.groups.index),
+                *map(jnp.asarray, eb.response_blocks(y, mask, result.groups.index)),
                 jnp.asarray(result.nodes), {kk: jnp.asarray(v) for kk, v in result.hyper.items()})
         grad = k["gradient"](result.layout.flatten(*args[:3]), *args)
         assert float(jnp.abs(grad).max()) < 1e-3
@@ -296,12 +298,18 @@ def test_louis_information_equals_the_full_hessian(kind, grouped, complete):
     groups = mg.make_groups(["r"] * 120 + ["f"] * 120, 240) if grouped else None
     result = em.em_estimate(spec, y, mask, max_score=max_score, groups=groups, se=False, polish=False)
     with jax.enable_x64(True):
-        args = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
-                jnp.asarray(em.one_hot_responses(y, mask, max_score + 1)), jnp.asarray(result.groups.index),
-                jnp.asarray(result.nodes), {k: jnp.asarray(v) for k, v in result.hyper.items()})
-        louis = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec, complete=complete)
+        def arguments(max_cells: int) -> tuple:
+            return (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd),
+                    *map(jnp.asarray, eb.response_blocks(y, mask, result.groups.index, max_score, max_cells)),
+                    jnp.asarray(result.nodes), {k: jnp.asarray(v) for k, v in result.hyper.items()})
+
+        # the responses in 35 blocks of 7 examinees (the last padded with 5 who answered nothing): the sums over
+        # blocks (lax.scan, reverse mode through jax.checkpoint) equal the one-block computation
+        args, single = arguments(5 * 7), arguments(10**9)
+        assert args[3].shape == (35, 7, 5) and single[3].shape == (1, 240, 5)
+        louis = mi.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec, complete=complete)
         if complete:  # the shortcut equals the general route (which the other cases check against jax.hessian)
-            general = mg.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec)
+            general = mi.louis_hessian(*single, layout=result.layout, columns=result.columns, spec=spec)
             assert float(jnp.abs(louis - general).max()) < 1e-10 * float(jnp.abs(general).max())
             return
         assert not bool(mask.all())
@@ -309,6 +317,43 @@ def test_louis_information_equals_the_full_hessian(kind, grouped, complete):
                                    spec=spec))(result.layout.flatten(*args[:3]), *args)
         assert louis.shape == full.shape == (result.layout.size,) * 2
         assert float(jnp.abs(louis - full).max()) < 1e-8 * float(jnp.abs(full).max())
+
+
+def test_blocks_of_examinees_give_the_one_block_results():
+    """The kernels take the responses a block of examinees at a time (one byte a cell): E-step weights, counts
+    and log-likelihood, the score cross-product and the score vectors equal the one-block computation, and the
+    padding of the last block adds nothing (graded items, missing cells, two groups)."""
+    import jax
+    import jax.numpy as jnp
+
+    responses, _ = simulate(6, 101, model="grm", seed=3, missing=0.2)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind="grm")
+    groups = mg.make_groups(["r"] * 50 + ["f"] * 51, 101)
+    result = em.em_estimate(spec, y, mask, max_score=responses.max_score, groups=groups, se=False)
+    with jax.enable_x64(True):
+        k = em.kernels(result.columns, spec, result.layout)
+        head = (jnp.asarray(result.X), jnp.asarray(result.mean), jnp.asarray(result.log_sd))
+        outputs = {}
+        for cells in (10**9, 6 * 8):
+            blocks, block_groups = eb.response_blocks(y, mask, groups.index, responses.max_score, cells)
+            assert blocks.dtype == np.int8 and int((blocks >= 0).sum()) == int(mask.sum())
+            data = (*head, jnp.asarray(blocks), jnp.asarray(block_groups), jnp.asarray(result.nodes))
+            counts, ll, mass = k["e_step"](*data)
+            w, ll_posterior = k["posterior"](*data)
+            assert float(ll_posterior) == pytest.approx(float(ll), abs=1e-9)
+            np.testing.assert_allclose(np.asarray(mass), mg.group_node_mass(np.asarray(w)[:101], groups.index, 2),
+                                       rtol=1e-10)
+            items, pop = k["marginal_scores"](*data)
+            outputs[cells] = (np.asarray(w)[:101], np.asarray(counts), float(ll), np.asarray(k["crossprod"](*data)),
+                              np.asarray(items)[:101], np.asarray(pop)[:101], np.asarray(mass), blocks.shape)
+            assert np.all(np.asarray(w)[101:] == 0) and np.all(np.asarray(items)[101:] == 0)
+    one, many = outputs[10**9], outputs[48]
+    assert one[-1] == (1, 101, 6) and many[-1] == (13, 8, 6)
+    for a, b in zip(one[:-1], many[:-1]):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(one[0].sum(axis=1), 1.0)
+    assert abs(one[2] - result.loglik) < 1e-8
 
 
 def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():

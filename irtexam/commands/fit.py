@@ -65,7 +65,9 @@ def format_summary(result) -> str:
     return "\n".join(lines)
 
 
-FIT_BYTES_PER_CELL = 250
+# peak bytes a cell of a whole-process fit: the marginal EM (blocks of examinees, int8 scores) at 10^8 cells;
+# the joint mode and NUTS at 10^7 (about 230)
+FIT_BYTES_PER_CELL = {"em": 24, "map": 250, "nuts": 250}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,15 +83,15 @@ def run(args: argparse.Namespace) -> int:
     responses = ResponseMatrix.read(args.responses, graded=get_kind(args.model).graded)
     from ..paths import check_memory
 
-    # measured peak of a whole-process fit: about 230 bytes a cell at 10^7 cells
-    # (benchmarks/results/marginal_scaling.txt); refuse before the fit what would not fit in memory
-    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL,
-                 f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
     notes: list[str] = []
     facets = list(resolve_facets(responses, args.facets, notes)) or None  # unknown facets fail before any work
     for note in notes:
         print(f"note: {note}")
     method = resolve_method(args.method, facets, responses.n_items)
+    # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
+    # (benchmarks/results/marginal_scaling.txt), less the matrix already read
+    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4,
+                 f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)

@@ -185,6 +185,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     design = mdl.build_design(responses, spec)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
+    output = replace(output, draws=output.draws or default_draws(method, design.n_examinees))
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
     if method == "em":
@@ -201,6 +202,19 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_nuts(responses, spec, design, train_mask, test, options, output, messages)
     emit(result.warnings, stacklevel=2)
     return result
+
+
+DEFAULT_DRAWS = 500
+ABILITY_DRAW_VALUES = 50_000_000
+
+
+def default_draws(method: str, n_examinees: int) -> int:
+    """Posterior draws a fit keeps when ``draws`` is not given: 500; an EM fit of many examinees keeps
+    max(100, 5e7 / examinees) so that its ability draws (draws x examinees, float32) stay near 200 MB
+    (200,000 examinees: 250 draws, not 500 taking 400 MB)."""
+    if method == "em" and n_examinees * DEFAULT_DRAWS > ABILITY_DRAW_VALUES:
+        return max(100, ABILITY_DRAW_VALUES // n_examinees)
+    return DEFAULT_DRAWS
 
 
 def _model_spec(model: str, spec: mdl.ModelSpec | None, model_options: dict[str, Any]) -> mdl.ModelSpec | None:

@@ -44,6 +44,7 @@ from jax.scipy.special import logsumexp
 from ..errors import IrtexamError
 from . import kinds
 from . import model as mdl
+from .examinee_blocks import block_onehot, over_blocks
 
 N_NODES = 61
 NODE_LIMIT = 6.0
@@ -169,21 +170,45 @@ def examinee_node_loglik(logp: Any, onehot: Any) -> Any:
 
 
 def posterior_over_nodes(log_lik: Any, log_pi: Any, group: Any) -> tuple[Any, Any]:
-    """(w (E, Q), log marginal likelihood per examinee (E,)): w_mq = pi L_m(theta_q) / sum_q' pi L_m(theta_q')."""
+    """(w (E, Q), log marginal likelihood per examinee (E,)): w_mq = pi L_m(theta_q) / sum_q' pi L_m(theta_q').
+
+    Examinees of group -1 (a block's padding) get w = 0 and log-likelihood 0."""
     joint = log_lik + log_pi[group]
     marginal = logsumexp(joint, axis=1)
-    return jnp.exp(joint - marginal[:, None]), marginal
+    valid = group >= 0
+    return jnp.exp(joint - marginal[:, None]) * valid[:, None], jnp.where(valid, marginal, 0.0)
 
 
 # ----------------------------------------------------------------------------- EM steps (jit-compiled)
-def _e_step(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *, columns: tuple,
+def _e_step(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any, *, columns: tuple,
             spec: mdl.ModelSpec) -> tuple[Any, Any, Any]:
-    """Posterior weights (E, Q), expected counts r_qik (Q, I, K + 1), and the marginal log-likelihood."""
+    """Expected counts r_qik (Q, I, K + 1), the marginal log-likelihood, and each group's posterior mass at the
+    nodes (G, Q) (what :func:`population_moments` needs), from the responses in blocks (:func:`irtexam.irt.examinee_blocks.response_blocks`):
+    sums over the examinees only, so an EM cycle writes nothing per examinee."""
     logp = node_log_probs(X, columns, spec, nodes)
-    w, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd),
-                                       group)
-    counts = jnp.einsum("kie,eq->qik", onehot, w)
-    return w, counts, marginal.sum()
+    log_pi = population_log_weights(nodes, mean, log_sd)
+
+    def block(y: Any, group: Any) -> tuple[Any, None]:
+        onehot = block_onehot(y, logp.shape[-1], logp.dtype)
+        w, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot), log_pi, group)
+        return (jnp.einsum("kie,eq->qik", onehot, w), marginal.sum(), group_node_mass(w, group, mean.shape[0])), None
+
+    return over_blocks(block, responses, groups)[0]
+
+
+def posterior_weights(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any, *, columns: tuple,
+                      spec: mdl.ModelSpec) -> tuple[Any, Any]:
+    """Each examinee's posterior over the nodes, w (E, Q) (padded examinees: 0), and the marginal log-likelihood."""
+    logp = node_log_probs(X, columns, spec, nodes)
+    log_pi = population_log_weights(nodes, mean, log_sd)
+
+    def block(y: Any, group: Any) -> tuple[Any, Any]:
+        w, marginal = posterior_over_nodes(examinee_node_loglik(logp, block_onehot(y, logp.shape[-1], logp.dtype)),
+                                           log_pi, group)
+        return marginal.sum(), w
+
+    loglik, w = over_blocks(block, responses, groups)
+    return w, loglik
 
 
 def item_objectives(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], *, columns: tuple,
@@ -269,14 +294,19 @@ def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], fre
     return X + best[:, None] * direction, values.max(axis=0).sum()
 
 
-def population_moments(w: Any, group: Any, n_groups: int, nodes: Any) -> tuple[Any, Any]:
-    """Posterior mean and sd of the abilities of each group: sum_m w_mq theta_q / N_g, (G,) each."""
-    onehot = jax.nn.one_hot(group, n_groups, dtype=w.dtype)          # (E, G)
-    mass = onehot.T @ w                                               # (G, Q)
+def group_node_mass(w: Any, group: Any, n_groups: int) -> Any:
+    """sum over the examinees of group g of w_mq, (G, Q) (group -1, the padding, counts in none)."""
+    return jax.nn.one_hot(group, n_groups, dtype=w.dtype).T @ w
+
+
+def population_moments(mass: Any, nodes: Any) -> tuple[Any, Any]:
+    """Posterior mean and log sd of the abilities of each group from its mass at the nodes (G, Q)
+    (:func:`group_node_mass`): sum_m w_mq theta_q / N_g; NumPy in, NumPy out."""
+    xp = jnp if isinstance(mass, jax.Array) else np
     total = mass.sum(axis=1)
     mean = mass @ nodes / total
     var = mass @ nodes ** 2 / total - mean ** 2
-    return mean, 0.5 * jnp.log(jnp.maximum(var, 1e-6))
+    return mean, 0.5 * xp.log(xp.maximum(var, 1e-6))
 
 
 def update_hyper(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: dict[str, Any],
@@ -338,136 +368,17 @@ class Layout:
         return X, mean, log_sd
 
 
-def marginal_log_posterior(flat: Any, X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any,
+def marginal_log_posterior(flat: Any, X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any,
                            hyper: Mapping[str, Any], *, layout: Layout, columns: tuple,
                            spec: mdl.ModelSpec) -> Any:
-    """log L(items, pop) + sum_i log prior(item_i), as a function of the free parameters ``flat``."""
+    """log L(items, pop) + sum_i log prior(item_i), as a function of the free parameters ``flat``; the
+    responses in blocks (:func:`irtexam.irt.examinee_blocks.response_blocks`)."""
     X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
     logp = node_log_probs(X, columns, spec, nodes)
-    _, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot),
-                                       population_log_weights(nodes, mean, log_sd), group)
-    return marginal.sum() + item_log_prior(X, columns, spec, hyper).sum()
+    log_pi = population_log_weights(nodes, mean, log_sd)
 
+    def block(y: Any, group: Any) -> tuple[Any, None]:
+        onehot = block_onehot(y, logp.shape[-1], logp.dtype)
+        return posterior_over_nodes(examinee_node_loglik(logp, onehot), log_pi, group)[1].sum(), None
 
-def marginal_scores(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
-                    layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> tuple[Any, Any]:
-    """The examinees' marginal score vectors: items (E, I_free, p) and population parameters (E, n_pop).
-
-    s_m = sum_q w_mq d/du log p(y_m, theta_q): for item i, sum_q w_mq sum_k [y_im = k] d log P_ik(theta_q) / du_i,
-    computed per column with one forward-mode pass (the node log-probabilities are separable by item).
-    """
-    logp_fn = lambda Z: node_log_probs(Z, columns, spec, nodes)  # noqa: E731
-    logp = logp_fn(X)
-    w, _ = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd), group)
-    rows = np.flatnonzero(layout.free_rows)
-    scores = []
-    for j in range(X.shape[1]):
-        dlogp = jax.jvp(logp_fn, (X,), (jnp.zeros_like(X).at[:, j].set(1.0),))[1]        # (Q, I, K + 1)
-        scores.append(jnp.einsum("eq,kie,qik->ei", w, onehot, dlogp)[:, rows])       # (E, I_free)
-    items = jnp.stack(scores, axis=-1)  # (E, I_free, p): item-major, column-minor, as Layout.flatten
-    pop = []
-    n_groups = mean.shape[0]
-    member = jax.nn.one_hot(group, n_groups, dtype=w.dtype)
-    sd = jnp.exp(log_sd)
-    z = (nodes[None, :] - mean[:, None]) / sd[:, None]            # (G, Q)
-    pi = jnp.exp(population_log_weights(nodes, mean, log_sd))
-    # d log pi_gq / d mean_g and / d log sd_g (the normaliser's derivative included)
-    d_mean = z / sd[:, None] - (pi * z / sd[:, None]).sum(axis=1, keepdims=True)
-    d_logsd = z ** 2 - (pi * z ** 2).sum(axis=1, keepdims=True)
-    for g in np.flatnonzero(layout.free_mean):
-        pop.append(member[:, g] * (w @ d_mean[g]))
-    for g in np.flatnonzero(layout.free_sd):
-        pop.append(member[:, g] * (w @ d_logsd[g]))
-    return items, (jnp.stack(pop, axis=1) if pop else jnp.zeros((w.shape[0], 0), dtype=w.dtype))
-
-
-def score_cross_product(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, *,
-                        layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> Any:
-    """Empirical information sum_m s_m s_m^T of the marginal score vectors (:func:`marginal_scores`), (P, P)."""
-    items, pop = marginal_scores(X, mean, log_sd, onehot, group, nodes, layout=layout, columns=columns, spec=spec)
-    S = jnp.concatenate([items.reshape(items.shape[0], -1), pop], axis=1)
-    return S.T @ S
-
-
-def node_pair_products(basis: Any, w: Any) -> Any:
-    """N_q[(k, i), (l, j)] = sum_m w_mq B_kim B_ljm at every node q, (Q, K', I, K', I), for indicator rows
-    ``basis`` (K', I, E): one (K' I x E) @ (E x K' I) matrix product a node (``lax.map`` over the nodes keeps
-    one node's weighted copy in memory; a single einsum over q, k, i, l, j ran 2-3x slower on a CPU)."""
-    n_k, n_i, n_e = basis.shape
-    flat = basis.reshape(n_k * n_i, n_e)
-    return jax.lax.map(lambda w_q: ((flat * w_q[None, :]) @ flat.T).reshape(n_k, n_i, n_k, n_i), w.T)
-
-
-def contract_pairs(left: Any, pairs: Any, right: Any) -> Any:
-    """sum_q sum_kl left[q, i, k, a] pairs[q, k, i, l, j] right[q, j, l, b], (I, p, I, p), in two steps (XLA
-    contracted the three-operand einsum about 10x slower)."""
-    half = jnp.einsum("qkilj,qjlb->qkijb", pairs, right)
-    return jnp.einsum("qika,qkijb->iajb", left, half)
-
-
-def missing_information(D: Any, onehot: Any, w: Any, complete: bool = False) -> Any:
-    """sum_q sum_kl D_qika N_q[(k, i), (l, j)] D_qjlb with N_q[(k, i), (l, j)] = sum_m w_mq [y_im = k][y_jm = l],
-    (I, p, I, p): the cross-item part of Louis' identity (:func:`louis_hessian`).
-
-    Taken in the basis B_0 = [y_im observed], B_k = [y_im = k] (k >= 1), since [y_im = 0] = B_0 - sum_k B_k
-    moves D to D'_0 = D_0, D'_k = D_k - D_0. With ``complete`` data (B_0 = 1) the terms with B_0 are node
-    counts, c_qik = sum_m w_mq B_kim and n_q = sum_m w_mq, so only the K^2 category products run over the
-    examinees instead of (K + 1)^2 (a quarter for binary items):
-
-        sum_q [D'_0 n_q D'_0' + D'_0 s_q' + s_q D'_0'] + sum_{k,l >= 1} ...,   s_qia = sum_{k >= 1} c_qik D'_qika.
-    """
-    D_basis = jnp.concatenate([D[:, :, :1], D[:, :, 1:] - D[:, :, :1]], axis=2)       # (Q, I, K + 1, p)
-    categories = onehot[1:]
-    if not complete:
-        basis = jnp.concatenate([onehot.sum(axis=0, keepdims=True), categories], axis=0)
-        return contract_pairs(D_basis, node_pair_products(basis, w), D_basis)
-    inner = contract_pairs(D_basis[:, :, 1:], node_pair_products(categories, w), D_basis[:, :, 1:])
-    d0 = D_basis[:, :, 0]                                                               # (Q, I, p)
-    s = jnp.einsum("kie,eq,qika->qia", categories, w, D_basis[:, :, 1:])
-    total = w.sum(axis=0)                                                               # (Q,)
-    return inner + jnp.einsum("qia,qjb->iajb", d0, total[:, None, None] * d0 + s) \
-        + jnp.einsum("qia,qjb->iajb", s, d0)
-
-
-def louis_hessian(X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any, nodes: Any, hyper: Mapping[str, Any], *,
-                  layout: Layout, columns: tuple, spec: mdl.ModelSpec, complete: bool = False) -> Any:
-    """The exact Hessian of :func:`marginal_log_posterior` over the free parameters, by Louis' identity.
-
-    With w_mq the posterior over the nodes, g_mq the complete-data score of examinee m at node q and
-    s_m = sum_q w_mq g_mq (the examinee's marginal score), the items' block is
-    H = sum_qk r_qik d2 log P_ik(theta_q) + prior  (block diagonal by item)
-      + sum_q sum_kl D_qik N_q[(k, i), (l, j)] D_qjl'  -  sum_m s_m s_m',
-    where D_qik = d log P_ik(theta_q) / du_i and N_q[(k, i), (l, j)] = sum_m w_mq [y_im = k][y_jm = l]:
-    batched products of (K + 1) I x E matrices, far cheaper than differentiating the marginal
-    likelihood P times (:func:`missing_information`, where ``complete`` data need K^2 of them instead of
-    (K + 1)^2). The population parameters' columns (few) are Hessian-vector products.
-    """
-    logp_fn = lambda Z: node_log_probs(Z, columns, spec, nodes)  # noqa: E731
-    logp = logp_fn(X)
-    w, _ = posterior_over_nodes(examinee_node_loglik(logp, onehot), population_log_weights(nodes, mean, log_sd), group)
-    p = X.shape[1]
-    D = jnp.stack([jax.jvp(logp_fn, (X,), (jnp.zeros_like(X).at[:, a].set(1.0),))[1] for a in range(p)], axis=-1)
-    counts = jnp.einsum("kie,eq->qik", onehot, w)
-    _, blocks = block_hessians(partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns,
-                                       spec=spec), X)                                  # (I, p, p)
-    missing = missing_information(D, onehot, w, complete)                               # (I, p, I, p)
-    scores = jnp.einsum("eq,kie,qika->eia", w, onehot, D).reshape(w.shape[0], -1)    # (E, I p)
-    n_items = X.shape[0]
-    eye = jnp.eye(n_items, dtype=X.dtype)
-    items = (jnp.einsum("iab,ij->iajb", blocks, eye) + missing).reshape(n_items * p, n_items * p) \
-        - scores.T @ scores
-    rows = np.flatnonzero(np.repeat(layout.free_rows, p))
-    items = items[np.ix_(rows, rows)]
-    n_pop = int(layout.free_mean.sum() + layout.free_sd.sum())
-    if not n_pop:
-        return items
-    flat = layout.flatten(X, mean, log_sd)
-    grad = jax.grad(partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec))
-    args = (X, mean, log_sd, onehot, group, nodes, hyper)
-    size = flat.shape[0]
-    pop_columns = jnp.stack([jax.jvp(lambda f: grad(f, *args), (flat,),
-                                     (jnp.zeros(size, dtype=flat.dtype).at[size - n_pop + j].set(1.0),))[1]
-                             for j in range(n_pop)], axis=1)                           # (P, n_pop)
-    top = jnp.concatenate([items, pop_columns[:-n_pop]], axis=1)
-    bottom = pop_columns.T
-    return jnp.concatenate([top, bottom], axis=0)
+    return over_blocks(block, responses, groups)[0] + item_log_prior(X, columns, spec, hyper).sum()

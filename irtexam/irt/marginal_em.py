@@ -18,11 +18,13 @@ import numpy as np
 
 from ..errors import IrtexamError
 from . import model as mdl
+from .examinee_blocks import response_blocks
 from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
-                       item_log_prior, louis_hessian, make_groups, marginal_log_posterior, population_moments,
-                       quadrature, marginal_scores, score_cross_product, to_matrix, update_hyper)
+                       item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
+                       quadrature, to_matrix, update_hyper)
+from .marginal_information import louis_hessian, marginal_scores, score_cross_product
 
-# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.louis_hessian`) costs about
+# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal_information.louis_hessian`) costs about
 # nodes x ((K + 1) items)^2 x examinees operations and nodes x ((K + 1) items)^2 numbers of memory; below these
 # budgets it is the information, above them the score cross-product, consistent but too wide where examinees
 # are few for the parameters (standard errors 1.3x the observed information's at 150 items x 800: coverage of
@@ -38,12 +40,12 @@ DENSE_COVARIANCE_PARAMETERS = 6000
 @lru_cache(maxsize=16)
 def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool = False) -> dict[str, Callable]:
     """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing);
-    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal.node_pair_counts`)."""
+    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal_information.missing_information`)."""
     target = partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec)
     return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
+            "posterior": jax.jit(partial(posterior_weights, columns=columns, spec=spec)),
             "m_step": jax.jit(partial(_m_step_items, columns=columns, spec=spec)),
             "hyper_step": jax.jit(partial(update_hyper, columns=columns, spec=spec)),
-            "moments": jax.jit(population_moments, static_argnums=(2,)),
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec, complete=complete)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
@@ -77,12 +79,6 @@ class MarginalResult:
     def item_dict(self) -> dict[str, np.ndarray]:
         """Unconstrained item parameters keyed as the joint estimator keys them."""
         return {k: np.asarray(v, dtype=np.float64) for k, v in from_matrix(self.X, self.columns).items()}
-
-
-def one_hot_responses(y: np.ndarray, mask: np.ndarray, n_categories: int, dtype: Any = np.float64) -> np.ndarray:
-    """[y_im = k] on observed cells, (K + 1, I, E)."""
-    scores = np.where(mask, np.rint(y).astype(np.int64), -1)
-    return np.stack([(scores == k) for k in range(n_categories)]).astype(dtype)
 
 
 def start_values(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, columns: Sequence[str],
@@ -131,9 +127,10 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
     polish = polish and exact
     with jax.enable_x64(True):
         # device_put, not jnp.asarray: no eager conversion program to look up
-        nodes = jax.device_put(np.asarray(quadrature(n_nodes), dtype=np.float64))
-        onehot = jax.device_put(one_hot_responses(y, mask, max_score + 1))
-        group = jax.device_put(np.asarray(groups.index))
+        nodes_host = np.asarray(quadrature(n_nodes), dtype=np.float64)
+        nodes = jax.device_put(nodes_host)
+        # the responses one byte a cell, in blocks of examinees (examinee_blocks.response_blocks)
+        blocks, block_groups = (jax.device_put(a) for a in response_blocks(y, mask, groups.index, max_score))
         X = jax.device_put(np.asarray(X0, dtype=np.float64))
         # the small state lives on the host: the EM and SQUAREM arithmetic on it in NumPy, not as eager JAX
         # operations (each one a compile-cache lookup, about 0.3 s of a 2000 x 200 3PL fit)
@@ -143,7 +140,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         free = jax.device_put(free_rows.astype(np.float64))
         complete = bool(np.all(mask))
         compiled = kernels(columns, spec, layout, complete)
-        stored = _stored_kernels(compiled, spec, columns, layout, groups.n, (X, mean, log_sd, onehot, group, nodes),
+        stored = _stored_kernels(compiled, spec, columns, layout, groups.n, (X, mean, log_sd, blocks, block_groups, nodes),
                                  hyper, free, max_score, information=exact and (se or polish) and layout.size > 0,
                                  complete=complete)
         e_step, m_step, hyper_step = stored["e_step"], stored["m_step"], compiled["hyper_step"]
@@ -154,9 +151,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             """One EM cycle from ``state`` = (X, mean, log_sd): the new state, hyperparameters, and the
             marginal log posterior at ``state`` (its E-step gives the log-likelihood there)."""
             X, mean, log_sd = state
-            w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
+            counts, ll, mass = e_step(X, mean, log_sd, blocks, block_groups, nodes)
             X_new, _ = m_step(X, counts, nodes, hyper, free)
-            new_mean, new_log_sd = stored["moments"](w, group, nodes)
+            new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             new_state = (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
                          np.where(free_sd, np.asarray(new_log_sd), log_sd))
             value = float(ll) + float(prior_total(X, hyper))
@@ -201,7 +198,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         X, mean, log_sd = (jax.device_put(x) for x in state)
         em_seconds = time.perf_counter() - started
         objective = compiled["objective"]
-        args = (X, mean, log_sd, onehot, group, nodes, hyper)
+        args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
         newton_steps = 0
         hessian = None
         if polish and layout.size:
@@ -225,8 +222,8 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 flat, value = trial, trial_value
                 newton_steps += 1
             X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
-            args = (X, mean, log_sd, onehot, group, nodes, hyper)
-        w, counts, ll = e_step(X, mean, log_sd, onehot, group, nodes)
+            args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
+        w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
         loglik = float(ll)
         log_post = loglik + float(prior_total(X, hyper))
         covariance = root = None
@@ -238,19 +235,22 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 info_matrix = -np.asarray(hessian, dtype=np.float64)
                 information = "observed"
             elif layout.size <= DENSE_COVARIANCE_PARAMETERS:
-                info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, onehot, group, nodes), dtype=np.float64)
+                info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, blocks, block_groups, nodes),
+                                       dtype=np.float64)
                 if spec.item_prior != "none":
                     info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
                 information = "crossprod"
             else:
-                covariance = _low_rank_covariance(compiled, X, mean, log_sd, onehot, group, nodes, hyper, layout, spec)
+                covariance = _low_rank_covariance(compiled, X, mean, log_sd, blocks, block_groups, nodes, hyper, layout,
+                                                  spec, n_examinees)
                 information = "crossprod"
             if not isinstance(covariance, LowRankCovariance):
                 covariance, root = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
         result = MarginalResult(
             X=np.asarray(X, dtype=np.float64), columns=columns, mean=np.asarray(mean, dtype=np.float64),
             log_sd=np.asarray(log_sd, dtype=np.float64), hyper={k: float(v) for k, v in hyper.items()},
-            groups=groups, layout=layout, nodes=np.asarray(nodes), weights=np.asarray(w, dtype=np.float64),
+            groups=groups, layout=layout, nodes=np.asarray(nodes),
+            weights=np.asarray(w, dtype=np.float64)[:n_examinees],
             loglik=loglik, log_posterior=log_post, covariance=covariance,
             covariance_root=root if covariance is not None else None, information=information,
             info={"solver": "em (SQUAREM-accelerated)", "converged": converged, "cycles": cycle, "max_change": change, "tol": tol,
@@ -270,16 +270,14 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
 
     from .compile_cache import compiled_executable
 
-    X, mean, log_sd, onehot, group, nodes = data
+    X, mean, log_sd, blocks, block_groups, nodes = data
     parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest(),
              complete)
     counts = np.zeros((nodes.shape[0], X.shape[0], max_score + 1), dtype=X.dtype)
-    w = np.zeros((onehot.shape[2], nodes.shape[0]), dtype=X.dtype)
-    moments = jax.jit(lambda w, g, nodes: population_moments(w, g, n_groups, nodes))
     store = partial(compiled_executable, compiler_options={})  # XLA's defaults: these kernels run for a while
     return {"e_step": store("em-e-step", parts, compiled["e_step"], data),
             "m_step": store("em-m-step", parts, compiled["m_step"], (X, counts, nodes, hyper, free)),
-            "moments": store("em-moments", parts, moments, (w, group, nodes)),
+            "posterior": store("em-posterior", parts, compiled["posterior"], data),
             "prior_total": store("em-prior", parts, compiled["prior_total"], (X, hyper)),
             "hessian": (store("em-hessian", parts, compiled["hessian"], (*data, hyper), check=False)
                         if information else compiled["hessian"])}
@@ -346,9 +344,9 @@ def sample_deviations(result: "MarginalResult", n: int, rng: np.random.Generator
     return rng.standard_normal((n, result.layout.size)) @ result.covariance_root.T
 
 
-def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, log_sd: Any, onehot: Any, group: Any,
-                         nodes: Any, hyper: Mapping[str, Any], layout: Layout,
-                         spec: mdl.ModelSpec) -> LowRankCovariance:
+def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, log_sd: Any, blocks: Any,
+                         block_groups: Any, nodes: Any, hyper: Mapping[str, Any], layout: Layout,
+                         spec: mdl.ModelSpec, n_examinees: int) -> LowRankCovariance:
     """The crossprod covariance of many free items without the dense P x P matrix (:class:`LowRankCovariance`).
 
     Needs a proper item prior (its curvature B is the invertible part; with ``item_prior="none"`` a ridge of
@@ -358,8 +356,8 @@ def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, lo
         raise IrtexamError(f"standard errors for {layout.size} item parameters with estimated group means or sds "
                            f"would need a dense {layout.size} x {layout.size} matrix; fit with se=False, or fewer "
                            f"items at a time")
-    items, _ = compiled["marginal_scores"](X, mean, log_sd, onehot, group, nodes)
-    scores = np.asarray(items, dtype=np.float64)
+    items, _ = compiled["marginal_scores"](X, mean, log_sd, blocks, block_groups, nodes)
+    scores = np.asarray(items, dtype=np.float64)[:n_examinees]  # the padding's rows are zero
     scores = scores.reshape(scores.shape[0], -1)
     p = layout.n_columns
     if spec.item_prior != "none":

@@ -45,12 +45,13 @@ def eap(weights: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _inverse_cdf(weights: np.ndarray, nodes: np.ndarray, u: np.ndarray, cdf: np.ndarray | None = None) -> np.ndarray:
-    """The u-quantile (u: (E,)) of each examinee's posterior over the nodes, the mass of node q spread
-    evenly over its cell [theta_q - h/2, theta_q + h/2] (h the node spacing): a piecewise-linear CDF."""
+    """The u-quantile (u: (E,), or (S, E) for S draws at once) of each examinee's posterior over the nodes, the
+    mass of node q spread evenly over its cell [theta_q - h/2, theta_q + h/2] (h the node spacing): a
+    piecewise-linear CDF."""
     h = nodes[1] - nodes[0]
     cdf = np.cumsum(weights, axis=1) if cdf is None else cdf
     rows = np.arange(weights.shape[0])
-    idx = np.minimum((cdf < u[:, None]).sum(axis=1), len(nodes) - 1)
+    idx = np.minimum((cdf < u[..., None]).sum(axis=-1), len(nodes) - 1)
     below = cdf[rows, idx] - weights[rows, idx]
     frac = np.clip((u - below) / np.maximum(weights[rows, idx], 1e-300), 0.0, 1.0)
     return nodes[idx] - h / 2 + frac * h
@@ -63,10 +64,17 @@ def posterior_quantiles(weights: np.ndarray, nodes: np.ndarray, probs: Sequence[
 
 
 def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Draws (n, E) from each examinee's posterior over the nodes (inverse-CDF sampling)."""
-    u = rng.uniform(size=(n, weights.shape[0]))
+    """Draws (n, E), float32 (as a fit folder stores them), from each examinee's posterior over the nodes
+    (inverse-CDF sampling), a few draws at a time: no (n, E) float64 temporaries (200,000 examinees x 500 draws
+    would take 0.8 GB each)."""
+    n_examinees, n_nodes = weights.shape
+    out = np.empty((n, n_examinees), dtype=np.float32)
     cdf = np.cumsum(weights, axis=1)
-    return np.stack([_inverse_cdf(weights, nodes, u[s], cdf) for s in range(n)])
+    chunk = max(1, (1 << 24) // max(n_examinees * n_nodes, 1))  # draws a pass: ~16 MB of comparisons
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        out[start:stop] = _inverse_cdf(weights, nodes, rng.uniform(size=(stop - start, n_examinees)), cdf)
+    return out
 
 
 def map_abilities(X: np.ndarray, columns: Sequence[str], spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray,

@@ -27,8 +27,8 @@ def heldout_split(mask: np.ndarray, fraction: float, seed: int) -> tuple[np.ndar
     """
     if not (fraction == 0.0 or 0.0 < fraction <= 0.5):
         raise IrtexamError(f"held-out fraction must be 0 (none) or in (0, 0.5], got {fraction}")
-    if fraction == 0.0:
-        return mask.copy(), np.zeros_like(mask)
+    if fraction == 0.0:  # every observed cell trains (the mask itself, not a copy: callers only read it)
+        return mask, np.zeros(mask.shape, dtype=bool)
     rng = np.random.default_rng(seed)
     observed = np.argwhere(mask)
     n_test = int(round(fraction * len(observed)))
@@ -69,39 +69,59 @@ def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: ja
             "sq_test": jnp.where(test, model_sq, 0.0).sum(), "base_test": jnp.where(test, base_sq, 0.0).sum()}
 
 
+def _row_blocks(n_items: int, n_examinees: int, max_cells: int = 1 << 22) -> list[slice]:
+    """Blocks of item rows of at most ``max_cells`` cells (one row at least): the cell sums a block at a time."""
+    rows = max(1, max_cells // max(n_examinees, 1))
+    return [slice(start, min(start + rows, n_items)) for start in range(0, n_items, rows)]
+
+
 def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
                  test: np.ndarray, baseline: float, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    # transforms in NumPy (no eager JAX dispatch); the cell sums in one compiled pass
+    # transforms in NumPy (no eager JAX dispatch); the cell sums in one compiled pass a block of item rows
+    # (blocks of equal shape, the last padded with unobserved rows: one compilation; no full-size temporaries)
     constrained = mdl.constrain({k: np.asarray(v, dtype=np.float64) for k, v in params.items()}, spec, design)
     theta = constrained["theta"] if theta is None else theta
     f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
-    sums = _binary_cell_sums(f32(design.y), np.asarray(train), np.asarray(test), f32(theta),
-                             f32(constrained["a"]), f32(constrained["d"]), f32(constrained["c"]),
-                             np.float32(baseline))
-    return {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
+    a, d, c = (np.broadcast_to(f32(constrained[k]), (design.n_items,)) for k in ("a", "d", "c"))
+    blocks = _row_blocks(design.n_items, design.n_examinees)
+    size = blocks[0].stop - blocks[0].start
+    totals: dict[str, list[np.ndarray]] = {}
+    for rows in blocks:
+        n = rows.stop - rows.start
+        pad = (lambda v, fill: v[rows] if n == size else  # noqa: E731
+               np.concatenate([v[rows], np.full((size - n,) + v.shape[1:], fill, dtype=v.dtype)]))
+        sums = _binary_cell_sums(f32(pad(design.y, 0)), pad(train, False), pad(test, False), f32(theta),
+                                 pad(a, 1.0), pad(d, 0.0), pad(c, 0.0), np.float32(baseline))
+        for k, v in sums.items():
+            totals.setdefault(k, []).append(np.asarray(v, dtype=np.float64)[:n] if np.ndim(v) else
+                                            np.asarray(v, dtype=np.float64))
+    return {k: np.concatenate(v) if v[0].ndim else np.sum(v) for k, v in totals.items()}
 
 
 def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
                  test: np.ndarray, baseline: float, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
     jparams = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items() if k in mdl.ITEM_KEYS}
-    y = design.y.astype(np.float64)
     items = mdl.item_params(jparams, spec)
     if theta is None:
         everything = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in params.items()}
-        cells = np.asarray(mdl.cell_loglik(everything, spec, design, jnp.asarray(design.y)), dtype=np.float64)
         theta = mdl.examinee_theta(everything, spec, design)
-    else:
-        theta = jnp.asarray(theta, dtype=jnp.float32)
-        cells = np.asarray(kinds.cell_loglik(jnp.asarray(design.y), theta[None, :], kinds.ItemParams(
-            a=items.a[:, None], b=items.b[:, None], thresholds=items.thresholds[:, None, :])), dtype=np.float64)
-    predicted = np.asarray(kinds.expected_score(theta[None, :], kinds.ItemParams(
-        a=items.a[:, None], b=items.b[:, None], thresholds=items.thresholds[:, None, :]), pairwise=True))
+    theta = jnp.asarray(theta, dtype=jnp.float32)
     scale = float(max(design.max_score, 1)) ** 2
-    model_sq, base_sq = (y - predicted) ** 2 / scale, (y - baseline) ** 2 / scale
-    return {"ll_train": np.where(train, cells, 0.0).sum(), "ll_test": np.where(test, cells, 0.0).sum(),
-            "sq_train_item": np.where(train, model_sq, 0.0).sum(axis=1),
-            "base_train_item": np.where(train, base_sq, 0.0).sum(axis=1),
-            "sq_test": np.where(test, model_sq, 0.0).sum(), "base_test": np.where(test, base_sq, 0.0).sum()}
+    parts: dict[str, list[Any]] = {}
+    for rows in _row_blocks(design.n_items, design.n_examinees):  # a block of item rows at a time
+        column = kinds.ItemParams(a=items.a[rows, None], b=items.b[rows, None], thresholds=items.thresholds[rows, None, :])
+        y = design.y[rows].astype(np.float64)
+        cells = np.asarray(kinds.cell_loglik(jnp.asarray(design.y[rows], dtype=jnp.float32), theta[None, :], column),
+                           dtype=np.float64)
+        predicted = np.asarray(kinds.expected_score(theta[None, :], column, pairwise=True))
+        model_sq, base_sq = (y - predicted) ** 2 / scale, (y - baseline) ** 2 / scale
+        tr, te = train[rows], test[rows]
+        for key, value in (("ll_train", np.where(tr, cells, 0.0).sum()), ("ll_test", np.where(te, cells, 0.0).sum()),
+                           ("sq_train_item", np.where(tr, model_sq, 0.0).sum(axis=1)),
+                           ("base_train_item", np.where(tr, base_sq, 0.0).sum(axis=1)),
+                           ("sq_test", np.where(te, model_sq, 0.0).sum()), ("base_test", np.where(te, base_sq, 0.0).sum())):
+            parts.setdefault(key, []).append(value)
+    return {k: np.concatenate(v) if np.ndim(v[0]) else np.sum(v) for k, v in parts.items()}
 
 
 def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
@@ -114,9 +134,9 @@ def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design
     Binary models are summarised in one jit-compiled pass over the cells. ``theta``: the examinees'
     abilities (default: those in ``params``; a marginal fit passes its EAP or MAP abilities).
     """
-    test = test_mask if test_mask is not None else np.zeros_like(train_mask)
-    y_train = design.y[train_mask]
-    baseline = float(y_train.mean()) if y_train.size else 0.0
+    test = test_mask if test_mask is not None else np.zeros(train_mask.shape, dtype=bool)
+    n_train = int(np.count_nonzero(train_mask))
+    baseline = float(np.sum(design.y, where=train_mask, dtype=np.float64)) / n_train if n_train else 0.0
     sums = (_graded_sums if spec.kind_object.graded else _binary_sums)(params, spec, design, train_mask, test, baseline,
                                                                    theta)
     counts = np.maximum(train_mask.sum(axis=1), 1)
