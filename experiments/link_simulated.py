@@ -68,14 +68,15 @@ def form(rng: np.random.Generator, theta: np.ndarray, items: kinds.ItemParams, i
 
 def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drift: int, shift: float,
                 draws: int, methods: tuple[str, ...] = METHODS, n_unique_new: int | None = None,
-                target_new: float = 0.0, fit_options: dict | None = None, model: str = "3pl") -> list[dict]:
+                target_new: float = 0.0, fit_options: dict | None = None, model: str = "3pl",
+                c_range: tuple[float, float] = (0.05, 0.3)) -> list[dict]:
     rng = np.random.default_rng(1000 + rep)
     n_unique_new = n_unique if n_unique_new is None else n_unique_new
     n_total = n_anchor + n_unique + n_unique_new
     a = np.exp(rng.normal(0.2, 0.3, n_total))
     b = rng.normal(0.0, 1.0, n_total)
     b[n_anchor + n_unique:] += target_new  # the new form's own items aimed at another ability range
-    c = rng.uniform(0.05, 0.3, n_total)
+    c = rng.uniform(*c_range, n_total)
     if model != "3pl":
         c = np.zeros(n_total)  # the 2PL: no lower asymptote
     ids = [f"q{j}" for j in range(n_total)]
@@ -170,6 +171,8 @@ def main() -> None:
     parser.add_argument("--c-concentration", type=float, default=None,
                         help="alpha + beta of the Beta prior on c (default: the estimator's, 20)")
     parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
+    parser.add_argument("--c-range", default="0.05,0.3", metavar="LO,HI",
+                        help="c ~ U(LO, HI) (default 0.05,0.3: mean 0.175, off the default prior's centre 0.25)")
     parser.add_argument("--model", default="3pl", choices=("3pl", "2pl"),
                         help="generating and fitted model (2pl: every c = 0)")
     args = parser.parse_args()
@@ -191,7 +194,7 @@ def main() -> None:
         try:
             rows.extend(replication(rep, args.anchors, args.unique, args.examinees, args.drifting, args.shift,
                                     args.draws, tuple(args.methods.split(",")), args.unique_new, args.target_new,
-                                    fit_options, args.model))
+                                    fit_options, args.model, tuple(map(float, args.c_range.split(",")))))
         except Exception as exc:  # a failed calibration is counted and reported, not hidden
             failed.append(f"rep {rep}: {type(exc).__name__}: {exc}")
         print(f"[{rep + 1}/{args.reps}] {time.perf_counter() - started:.0f}s", flush=True)

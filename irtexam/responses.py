@@ -507,7 +507,7 @@ class ResponseMatrix:
         if fmt == "parquet" and not len(self.item_meta.columns) and path.suffix.lower() != ".gz":
             from .io_tables import write_long_parquet  # a block of items at a time, no frame of the whole table
 
-            return write_long_parquet(self, path)
+            return write_long_parquet(self, path, rows_per_group=1 << 20)  # ~40 MB of text a block
         path.parent.mkdir(parents=True, exist_ok=True)
         frame = self.to_long()
         tmp = path.with_name(path.name + ".tmp")

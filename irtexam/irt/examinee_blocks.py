@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 # The kernels take the responses a block of examinees at a time (:func:`response_blocks`): at most this many
-# cells a block, so that a block's float64 one-hot array and its products with the nodes stay near 30 MB
-BLOCK_CELLS = 1 << 21
+# cells a block, so that a block's float64 one-hot array and its products with the nodes stay near 15 MB (2^21
+# cells: 0.2 GB more at the information step and slower; 2^19: slower, little less memory; 500 x 50,000 3PL)
+BLOCK_CELLS = 1 << 20
 
 
 def block_size(n_items: int, n_examinees: int, max_cells: int = BLOCK_CELLS) -> int:

@@ -224,6 +224,8 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
             args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
         w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
+        weights = np.asarray(w, dtype=np.float64)[:n_examinees]
+        del w  # the device copy: 10^8 cells' posterior weights are 100 MB
         loglik = float(ll)
         log_post = loglik + float(prior_total(X, hyper))
         covariance = root = None
@@ -250,7 +252,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             X=np.asarray(X, dtype=np.float64), columns=columns, mean=np.asarray(mean, dtype=np.float64),
             log_sd=np.asarray(log_sd, dtype=np.float64), hyper={k: float(v) for k, v in hyper.items()},
             groups=groups, layout=layout, nodes=np.asarray(nodes),
-            weights=np.asarray(w, dtype=np.float64)[:n_examinees],
+            weights=weights,
             loglik=loglik, log_posterior=log_post, covariance=covariance,
             covariance_root=root if covariance is not None else None, information=information,
             info={"solver": "em (SQUAREM-accelerated)", "converged": converged, "cycles": cycle, "max_change": change, "tol": tol,

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..warning_types import ConvergenceWarning, IdentificationWarning, Message
 from ..errors import IrtexamError
+from ..memory import give_back_freed_memory
 from ..responses import ResponseMatrix
 from . import kinds
 from . import marginal as mg
@@ -183,6 +184,7 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
     group_info = resolve_groups(responses, groups, spec, anchored=bool(fixed), reference=reference_group)
     result = em.em_estimate(spec, design.y, train_mask, max_score=design.max_score, groups=group_info, fixed=fixed,
                             start=start_matrix(init, spec, design, columns), tol=tol, max_cycles=max_cycles, se=se)
+    give_back_freed_memory()  # the EM's freed temporaries (irtexam.memory)
     messages: list[str] = []
     if not result.info["converged"]:
         messages.append(Message(f"the EM iterations stopped after {result.info['cycles']} cycles before converging "
