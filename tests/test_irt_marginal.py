@@ -339,8 +339,12 @@ def test_blocks_of_examinees_give_the_one_block_results():
             blocks, block_groups = eb.response_blocks(y, mask, groups.index, responses.max_score, cells)
             assert blocks.dtype == np.int8 and int((blocks >= 0).sum()) == int(mask.sum())
             data = (*head, jnp.asarray(blocks), jnp.asarray(block_groups), jnp.asarray(result.nodes))
-            counts, ll, mass = k["e_step"](*data)
+            counts, ll, mass, w_e_step = k["e_step"](*data)
             w, ll_posterior = k["posterior"](*data)
+            # the E-step returns the weights of a single block (the end of a small fit), none of several
+            assert (w_e_step is None) == (blocks.shape[0] > 1)
+            if w_e_step is not None:
+                np.testing.assert_array_equal(np.asarray(w_e_step), np.asarray(w))
             assert float(ll_posterior) == pytest.approx(float(ll), abs=1e-9)
             np.testing.assert_allclose(np.asarray(mass), mg.group_node_mass(np.asarray(w)[:101], groups.index, 2),
                                        rtol=1e-10)

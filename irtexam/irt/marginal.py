@@ -181,19 +181,25 @@ def posterior_over_nodes(log_lik: Any, log_pi: Any, group: Any) -> tuple[Any, An
 
 # ----------------------------------------------------------------------------- EM steps (jit-compiled)
 def _e_step(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any, *, columns: tuple,
-            spec: mdl.ModelSpec) -> tuple[Any, Any, Any]:
-    """Expected counts r_qik (Q, I, K + 1), the marginal log-likelihood, and each group's posterior mass at the
-    nodes (G, Q) (what :func:`population_moments` needs), from the responses in blocks (:func:`irtexam.irt.examinee_blocks.response_blocks`):
-    sums over the examinees only, so an EM cycle writes nothing per examinee."""
+            spec: mdl.ModelSpec) -> tuple[Any, Any, Any, Any]:
+    """Expected counts r_qik (Q, I, K + 1), the marginal log-likelihood, each group's posterior mass at the
+    nodes (G, Q) (what :func:`population_moments` needs), from the responses in blocks
+    (:func:`irtexam.irt.examinee_blocks.response_blocks`), and the posterior weights w (E, Q) when the responses
+    are one block (None for several: a cycle on a large matrix writes nothing per examinee;
+    :func:`posterior_weights` gives them once)."""
     logp = node_log_probs(X, columns, spec, nodes)
     log_pi = population_log_weights(nodes, mean, log_sd)
 
-    def block(y: Any, group: Any) -> tuple[Any, None]:
+    single = responses.shape[0] == 1
+
+    def block(y: Any, group: Any) -> tuple[Any, Any]:
         onehot = block_onehot(y, logp.shape[-1], logp.dtype)
         w, marginal = posterior_over_nodes(examinee_node_loglik(logp, onehot), log_pi, group)
-        return (jnp.einsum("kie,eq->qik", onehot, w), marginal.sum(), group_node_mass(w, group, mean.shape[0])), None
+        sums = (jnp.einsum("kie,eq->qik", onehot, w), marginal.sum(), group_node_mass(w, group, mean.shape[0]))
+        return sums, (w if single else None)
 
-    return over_blocks(block, responses, groups)[0]
+    (counts, loglik, mass), w = over_blocks(block, responses, groups)
+    return counts, loglik, mass, w
 
 
 def posterior_weights(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any, *, columns: tuple,
@@ -284,14 +290,15 @@ STEP_SIZES = (1.0, 0.5, 0.25, 0.1, 0.0)
 
 def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], free_rows: Any, *, columns: tuple,
                   spec: mdl.ModelSpec) -> tuple[Any, Any]:
-    """One damped Newton step per item with step halving (each item's objective never falls); anchors stay."""
+    """One damped Newton step per item with step halving (each item's objective never falls); anchors stay.
+    Returns the new X and the item log prior at X, sum_i log prior(item_i) (the EM's objective needs it)."""
     fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
     g, H = block_hessians(fun, X)
     direction = damped_newton_direction(g, H) * free_rows[:, None]
     values = jax.vmap(lambda t: fun(X + t * direction))(jnp.asarray(STEP_SIZES, dtype=X.dtype))  # (S, I)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.asarray(STEP_SIZES, dtype=X.dtype)[jnp.argmax(values, axis=0)]
-    return X + best[:, None] * direction, values.max(axis=0).sum()
+    return X + best[:, None] * direction, item_log_prior(X, columns, spec, hyper).sum()
 
 
 def group_node_mass(w: Any, group: Any, n_groups: int) -> Any:

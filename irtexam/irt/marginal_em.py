@@ -50,7 +50,6 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool 
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec, complete=complete)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
             "marginal_scores": jax.jit(partial(marginal_scores, layout=layout, columns=columns, spec=spec)),
-            "prior_total": jax.jit(lambda X, hyper: item_log_prior(X, columns, spec, hyper).sum()),
             "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
                 partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
 
@@ -144,19 +143,18 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                                  hyper, free, max_score, information=exact and (se or polish) and layout.size > 0,
                                  complete=complete)
         e_step, m_step, hyper_step = stored["e_step"], stored["m_step"], compiled["hyper_step"]
-        prior_total = stored["prior_total"]
         free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         def em_map(state: tuple, hyper: dict) -> tuple[tuple, dict, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd): the new state, hyperparameters, and the
             marginal log posterior at ``state`` (its E-step gives the log-likelihood there)."""
             X, mean, log_sd = state
-            counts, ll, mass = e_step(X, mean, log_sd, blocks, block_groups, nodes)
-            X_new, _ = m_step(X, counts, nodes, hyper, free)
+            counts, ll, mass, _ = e_step(X, mean, log_sd, blocks, block_groups, nodes)
+            X_new, prior_value = m_step(X, counts, nodes, hyper, free)
             new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             new_state = (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
                          np.where(free_sd, np.asarray(new_log_sd), log_sd))
-            value = float(ll) + float(prior_total(X, hyper))
+            value = float(ll) + float(prior_value)
             return new_state, (hyper_step(X_new, hyper=hyper) if hyper else hyper), value
 
         def distance(a: tuple, b: tuple) -> float:
@@ -223,11 +221,15 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 newton_steps += 1
             X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
             args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
-        w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
+        if blocks.shape[0] == 1:  # one block: the E-step's own weights (no kernel more to load)
+            counts, ll, _, w = e_step(X, mean, log_sd, blocks, block_groups, nodes)
+        else:
+            w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
+            counts = np.zeros((nodes_host.shape[0], n_items, max_score + 1))  # the prior below needs none
         weights = np.asarray(w, dtype=np.float64)[:n_examinees]
         del w  # the device copy: 10^8 cells' posterior weights are 100 MB
         loglik = float(ll)
-        log_post = loglik + float(prior_total(X, hyper))
+        log_post = loglik + float(m_step(X, counts, nodes, hyper, free)[1])
         covariance = root = None
         information = None
         if se and layout.size:
@@ -279,8 +281,8 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
     store = partial(compiled_executable, compiler_options={})  # XLA's defaults: these kernels run for a while
     return {"e_step": store("em-e-step", parts, compiled["e_step"], data),
             "m_step": store("em-m-step", parts, compiled["m_step"], (X, counts, nodes, hyper, free)),
-            "posterior": store("em-posterior", parts, compiled["posterior"], data),
-            "prior_total": store("em-prior", parts, compiled["prior_total"], (X, hyper)),
+            "posterior": (store("em-posterior", parts, compiled["posterior"], data) if blocks.shape[0] > 1
+                          else compiled["posterior"]),
             "hessian": (store("em-hessian", parts, compiled["hessian"], (*data, hyper), check=False)
                         if information else compiled["hessian"])}
 

@@ -66,15 +66,12 @@ def posterior_quantiles(weights: np.ndarray, nodes: np.ndarray, probs: Sequence[
 
 def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Draws (n, E), float32 (as a fit folder stores them), from each examinee's posterior over the nodes
-    (inverse-CDF sampling), a few draws at a time: no (n, E) float64 temporaries (200,000 examinees x 500 draws
+    (inverse-CDF sampling), one draw at a time: no (n, E) float64 temporaries (200,000 examinees x 500 draws
     would take 0.8 GB each)."""
-    n_examinees, n_nodes = weights.shape
-    out = np.empty((n, n_examinees), dtype=np.float32)
+    out = np.empty((n, weights.shape[0]), dtype=np.float32)
     cdf = np.cumsum(weights, axis=1)
-    chunk = max(1, (1 << 24) // max(n_examinees * n_nodes, 1))  # draws a pass: ~16 MB of comparisons
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        out[start:stop] = _inverse_cdf(weights, nodes, rng.uniform(size=(stop - start, n_examinees)), cdf)
+    for s in range(n):  # one draw a pass (the fastest of a draw, a block of draws or one searchsorted a pass)
+        out[s] = _inverse_cdf(weights, nodes, rng.uniform(size=weights.shape[0]), cdf)
     return out
 
 
