@@ -123,7 +123,8 @@ def replication(rep: int, n_anchor: int, n_unique: int, n_examinees: int, n_drif
                      "B_items": B_items, "mu": mu, "sigma": sigma, **{k: tr[k] for k in (
                          "A", "B", "A_low", "A_high", "B_low", "B_high")},
                      **{k: tr.get(k, np.nan) for k in ("A_sd_estimation", "B_sd_estimation", "A_sd_anchors",
-                                                       "B_sd_anchors")},
+                                                       "B_sd_anchors", "A_sd_old_anchors", "B_sd_old_anchors",
+                                                       "A_sd_new_anchors", "B_sd_new_anchors")},
                      "seconds": seconds, "drift_found": len(flagged & set(drifting)), "drift_planted": len(drifting),
                      "false_flags": len(flagged - set(drifting)), "clean_anchors": n_anchor - len(drifting),
                      "n_anchors": n_anchor})
