@@ -1,5 +1,5 @@
-"""Give freed memory back to the operating system during long fits on large matrices (glibc only; a no-op
-elsewhere).
+"""Bounded memory on large matrices: work a block of rows at a time (:func:`row_blocks`), and give freed memory
+back to the operating system during long fits (glibc only; a no-op elsewhere).
 
 glibc's malloc raises its mmap threshold each time a large block is freed (up to 32 MB), after which blocks
 of that size come from the heap and, once freed, stay in the process: a 10^8-cell fit kept about 100 MB
@@ -13,8 +13,16 @@ import ctypes
 import ctypes.util
 from functools import lru_cache
 
+BLOCK_CELLS = 1 << 22  # cells a block of rows: a few tens of MB of float temporaries
 M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
 MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def row_blocks(n_rows: int, row_length: int, max_cells: int = BLOCK_CELLS) -> list[slice]:
+    """Consecutive blocks of rows of at most ``max_cells`` cells (one row at least), covering ``n_rows`` rows of
+    ``row_length`` cells: where a computation on a large matrix goes a block at a time."""
+    rows = max(1, max_cells // max(row_length, 1))
+    return [slice(start, min(start + rows, n_rows)) for start in range(0, n_rows, rows)]
 
 
 @lru_cache(maxsize=1)

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .memory import row_blocks
 from .scores import (ITEM_META_PREFIX, REQUIRED_COLUMNS, _invalid_numbers, _natural_key,  # noqa: F401
                      _parse_score, natural_sorted)
 from .warning_types import DataWarning, IdentificationWarning, Message
@@ -621,9 +622,9 @@ class ResponseMatrix:
         import hashlib
 
         digest = hashlib.sha256()
-        rows = max(1, 2**22 // max(self.n_examinees, 1))  # the bytes of the float64 matrix, hashed a block of rows
-        for start in range(0, self.n_items, rows):      # at a time (no 8-bytes-a-cell copy of a large matrix)
-            block = self.values[start:start + rows].astype("<f8")
+        # the bytes of the float64 matrix, hashed a block of rows at a time (no 8-bytes-a-cell copy of a large one)
+        for rows in row_blocks(self.n_items, self.n_examinees):
+            block = self.values[rows].astype("<f8")
             block[np.isnan(block)] = np.nan  # one NaN bit pattern
             digest.update(np.ascontiguousarray(block).tobytes())
         for part in (self.items, self.examinees, tuple(self.examinee_facets.columns),

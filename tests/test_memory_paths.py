@@ -37,9 +37,9 @@ def test_cell_sums_by_blocks_of_item_rows_equal_one_block(kind, monkeypatch):
     theta = np.random.default_rng(0).normal(size=60)
     params = {k: np.asarray(v, dtype=np.float64) for k, v in mdl.initial_params(spec, design).items()}
     whole = stats.fit_statistics(params, spec, design, train, test, theta=theta)
-    blocks = stats._row_blocks
-    monkeypatch.setattr(stats, "_row_blocks", partial(blocks, max_cells=2 * 60))
-    assert len(stats._row_blocks(7, 60)) == 4
+    blocks = stats.row_blocks
+    monkeypatch.setattr(stats, "row_blocks", partial(blocks, max_cells=2 * 60))
+    assert len(stats.row_blocks(7, 60)) == 4
     split = stats.fit_statistics(params, spec, design, train, test, theta=theta)
     for key in ("loglik", "rmse", "rmse_baseline", "heldout_loglik", "item_rmse_mean", "baseline"):
         assert split[key] == pytest.approx(whole[key], rel=1e-6), key

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..memory import row_blocks
 from ..responses import ResponseMatrix
 
 
@@ -110,12 +111,14 @@ def integer_scores(values: np.ndarray, max_score: int) -> tuple[np.ndarray, np.n
     """(y, mask) of a float matrix with NaN for missing: the scores as int8 (int16 above 126), 0 where missing,
     and the observed cells; filled a block of rows at a time (no float copy of the matrix: 10^8 cells take
     100 MB each instead of 400 MB for a float32 y)."""
-    dtype = np.int8 if max_score < 127 else np.int16
-    y = np.empty(values.shape, dtype=dtype)
+    y = np.empty(values.shape, dtype=score_dtype(max_score))
     mask = np.empty(values.shape, dtype=bool)
-    rows = max(1, (1 << 22) // max(values.shape[1], 1))
-    for start in range(0, values.shape[0], rows):
-        block = values[start:start + rows]
-        np.logical_not(np.isnan(block), out=mask[start:start + rows])
-        y[start:start + rows] = np.where(mask[start:start + rows], block, 0)
+    for rows in row_blocks(*values.shape):
+        np.logical_not(np.isnan(values[rows]), out=mask[rows])
+        y[rows] = np.where(mask[rows], values[rows], 0)
     return y, mask
+
+
+def score_dtype(max_score: int) -> type:
+    """The integer type that holds scores 0..max_score and -1 (missing): int8, int16 above 126."""
+    return np.int8 if max_score < 127 else np.int16

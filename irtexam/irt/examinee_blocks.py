@@ -15,6 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..memory import row_blocks
+from .design import score_dtype
+
 # The kernels take the responses a block of examinees at a time (:func:`response_blocks`): at most this many
 # cells a block, so that a block's float64 one-hot array and its products with the nodes stay near 15 MB (2^21
 # cells: 0.2 GB more at the information step and slower; 2^19: slower, little less memory; 500 x 50,000 3PL)
@@ -40,13 +43,11 @@ def response_blocks(y: np.ndarray, mask: np.ndarray, group: np.ndarray, max_scor
     n_items, n_examinees = y.shape
     size = block_size(n_items, n_examinees, max_cells)
     n_blocks = -(-n_examinees // size)
-    dtype = np.int8 if max_score < 127 else np.int16
+    dtype = score_dtype(max_score)
     scores = np.full((n_blocks * size, n_items), -1, dtype=dtype)
-    step = max(1, (1 << 22) // max(n_items, 1))  # filled a few million cells at a time: no full float copy
-    for start in range(0, n_examinees, step):
-        stop = min(start + step, n_examinees)
-        block = y[:, start:stop] if np.issubdtype(y.dtype, np.integer) else np.rint(y[:, start:stop])
-        scores[start:stop] = np.where(mask[:, start:stop], block, -1).T.astype(dtype)
+    for rows in row_blocks(n_examinees, n_items):  # a few million cells at a time: no full float copy
+        block = y[:, rows] if np.issubdtype(y.dtype, np.integer) else np.rint(y[:, rows])
+        scores[rows] = np.where(mask[:, rows], block, -1).T.astype(dtype)
     groups = np.full(n_blocks * size, -1, dtype=np.int32)
     groups[:n_examinees] = group
     return scores.reshape(n_blocks, size, n_items), groups.reshape(n_blocks, size)

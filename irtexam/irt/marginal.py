@@ -308,12 +308,11 @@ def group_node_mass(w: Any, group: Any, n_groups: int) -> Any:
 
 def population_moments(mass: Any, nodes: Any) -> tuple[Any, Any]:
     """Posterior mean and log sd of the abilities of each group from its mass at the nodes (G, Q)
-    (:func:`group_node_mass`): sum_m w_mq theta_q / N_g; NumPy in, NumPy out."""
-    xp = jnp if isinstance(mass, jax.Array) else np
+    (:func:`group_node_mass`): sum_m w_mq theta_q / N_g; NumPy (the EM's host state)."""
     total = mass.sum(axis=1)
     mean = mass @ nodes / total
     var = mass @ nodes ** 2 / total - mean ** 2
-    return mean, 0.5 * xp.log(xp.maximum(var, 1e-6))
+    return mean, 0.5 * np.log(np.maximum(var, 1e-6))
 
 
 def update_hyper(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: dict[str, Any],

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import IrtexamError
+from ..memory import row_blocks
 
 from . import kinds
 from .compile_cache import FAST_COMPILE_OPTIONS
@@ -69,10 +70,9 @@ def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: ja
             "sq_test": jnp.where(test, model_sq, 0.0).sum(), "base_test": jnp.where(test, base_sq, 0.0).sum()}
 
 
-def _row_blocks(n_items: int, n_examinees: int, max_cells: int = 1 << 22) -> list[slice]:
-    """Blocks of item rows of at most ``max_cells`` cells (one row at least): the cell sums a block at a time."""
-    rows = max(1, max_cells // max(n_examinees, 1))
-    return [slice(start, min(start + rows, n_items)) for start in range(0, n_items, rows)]
+def _add_up(parts: Mapping[str, list[Any]]) -> dict[str, np.ndarray]:
+    """The cell sums of the blocks of item rows joined: per-item arrays concatenated, totals added."""
+    return {k: np.concatenate(v) if np.ndim(v[0]) else np.sum(v) for k, v in parts.items()}
 
 
 def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
@@ -83,7 +83,7 @@ def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
     theta = constrained["theta"] if theta is None else theta
     f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
     a, d, c = (np.broadcast_to(f32(constrained[k]), (design.n_items,)) for k in ("a", "d", "c"))
-    blocks = _row_blocks(design.n_items, design.n_examinees)
+    blocks = row_blocks(design.n_items, design.n_examinees)
     size = blocks[0].stop - blocks[0].start
     totals: dict[str, list[np.ndarray]] = {}
     for rows in blocks:
@@ -95,7 +95,7 @@ def _binary_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
         for k, v in sums.items():
             totals.setdefault(k, []).append(np.asarray(v, dtype=np.float64)[:n] if np.ndim(v) else
                                             np.asarray(v, dtype=np.float64))
-    return {k: np.concatenate(v) if v[0].ndim else np.sum(v) for k, v in totals.items()}
+    return _add_up(totals)
 
 
 def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, train: np.ndarray,
@@ -108,7 +108,7 @@ def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
     theta = jnp.asarray(theta, dtype=jnp.float32)
     scale = float(max(design.max_score, 1)) ** 2
     parts: dict[str, list[Any]] = {}
-    for rows in _row_blocks(design.n_items, design.n_examinees):  # a block of item rows at a time
+    for rows in row_blocks(design.n_items, design.n_examinees):  # a block of item rows at a time
         column = kinds.ItemParams(a=items.a[rows, None], b=items.b[rows, None], thresholds=items.thresholds[rows, None, :])
         y = design.y[rows].astype(np.float64)
         cells = np.asarray(kinds.cell_loglik(jnp.asarray(design.y[rows], dtype=jnp.float32), theta[None, :], column),
@@ -121,7 +121,7 @@ def _graded_sums(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: 
                            ("base_train_item", np.where(tr, base_sq, 0.0).sum(axis=1)),
                            ("sq_test", np.where(te, model_sq, 0.0).sum()), ("base_test", np.where(te, base_sq, 0.0).sum())):
             parts.setdefault(key, []).append(value)
-    return {k: np.concatenate(v) if np.ndim(v[0]) else np.sum(v) for k, v in parts.items()}
+    return _add_up(parts)
 
 
 def fit_statistics(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design,
