@@ -22,27 +22,33 @@ mean and sd: :func:`irtexam.fit` with ``groups``); the joint scale is mapped ont
 the joint fit's old-form items onto the old fit's (the same responses, only the scale differs),
 and the new fit onto that by Stocking-Lord of its items onto the joint new-form items.
 
-90% intervals combine two sources. Estimation: the fits' posterior uncertainty. Anchor
-choice (the linking error): how far the link moves when the anchor set is resampled, i.e.
-item-level drift or misfit of the anchors that the calibrations do not model.
+90% intervals combine two sources into a normal interval (both components in transform.json):
+sd = max(sd_estimation, sd_anchors) for the separate methods, whose two terms both measure the anchors'
+noise; sd^2 = sd_estimation^2 + sd_anchors^2 for fixed and concurrent, whose estimation term holds only
+part of it (coverage of both rules in docs/guide/bank.md). Estimation: the fits' posterior uncertainty. Anchor choice (the linking
+error, :func:`anchor_linking_error`): the sd of the method's link between the two fits' point estimates
+over bootstrap resamples of the anchors, i.e. item-level drift or misfit of the anchors that the
+calibrations do not model.
 
-* separate methods: the link is recomputed on S joint pairs of (old, new) posterior draws of
-  the anchors, each with a bootstrap resample of the anchor set, and the 5% / 95% quantiles
-  are reported;
+* separate methods: estimation sd (:func:`robust_sd`) over S independent pairs of (old, new) posterior
+  draws of the anchors (each fit's draws in a random order: two fits made with the same seed share their
+  standard-normal deviates, and paired in stored order their common shifts would cancel);
 * fixed: estimation sd from the EM repeated with the anchors at old posterior draws (NEWFIT and
   the fixed-item fit share the new responses, so the new side's error enters through the anchor
-  bootstrap below, not twice); concurrent: estimation sd over the joint fit's
-  item draws (both models take the anchors as identical in the two groups, so their posterior
-  has no anchor-choice term); both add the anchor linking error
-  (:func:`anchor_linking_error`: sd of the Stocking-Lord link between the two fits over
-  bootstrap resamples of the anchors), sd^2 = sd_estimation^2 + sd_anchors^2, normal interval
-  (components in transform.json).
+  bootstrap, not twice);
+* concurrent: estimation sd over the joint fit's item draws (both models take the anchors as
+  identical in the two groups, so their posterior has no anchor-choice term).
+
+The link maps one *sample's* scale onto the other's: the old scale is the old fit's, set by its
+examinees. A marginal fit's item draws also carry the sampling of its examinees from the population
+N(0, 1) (the sample's mean and log sd vary by sd^2/n and 1/(2n)), which moves every item together and
+is no uncertainty of the link; :func:`population_link_variance` removes it from the estimation term
+(recorded as ``A_sd_population_removed``, ``B_sd_population_removed``). Kept in, it made B intervals
+of a 2PL 1.3-1.5 times too wide (experiments/link_simulated.py --model 2pl).
 
 With exactly invariant anchors (a simulation without drift) the anchor bootstrap re-counts
-the anchors' estimation noise, so the intervals are conservative there (interval sd 1.1-2.0
-times the sd of the error in experiments/link_simulated.py); it is the term that covers
-undetected drift with real anchors. The separate methods' draws x bootstrap quantiles carry
-the same two terms (their variances add).
+the anchors' estimation noise, so the intervals are conservative there; it is the term that covers
+undetected drift with real anchors.
 
 The separate-calibration constants and the scale map are in :mod:`.scale`, the anchor drift statistic in
 :mod:`.drift`.
@@ -68,7 +74,8 @@ from .itembank import load_fit_checked
 from .scale import SEPARATE, implied_link, linking_constants, transform_items, transformed_table
 
 __all__ = ["METHODS", "SEPARATE", "DRIFT_CRITICAL", "LinkResult", "link", "separate_link", "fixed_link",
-           "concurrent_link", "anchor_linking_error", "common_items", "drift_table", "implied_link",
+           "concurrent_link", "anchor_linking_error", "population_scale_variance", "population_link_variance",
+           "robust_sd", "common_items", "drift_table", "implied_link",
            "linking_constants", "transform_items", "transformed_table"]
 
 METHODS = SEPARATE + ("fixed", "concurrent")
@@ -82,7 +89,11 @@ def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kin
     spread instead of turning every linking constant into NaN; a warning says how many."""
     if fit.samples is None:
         return None
-    d = fit.item_draws(n, seed)
+    d = fit.item_draws(None)
+    # a random subset in a random order: two fits made with the same seed store the same standard-normal
+    # deviates, so their draws taken in stored order would be paired (and their common shifts cancel in B)
+    order = np.random.default_rng([seed, 0x11F]).permutation(d.n)[:n]
+    d = type(d)(d.kind, {k: np.asarray(v)[order] for k, v in d.values.items()})
     point = kinds.from_table(fit.items)
     values = []
     for name in ("a", "b", "c"):
@@ -166,35 +177,87 @@ def common_items(new: Any, old: Any, anchors: Sequence[str] | None, new_name: st
 # ----------------------------------------------------------------------------- the methods
 def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: int = 200, seed: int = 0
                   ) -> dict[str, Any]:
-    """A, B and 90% intervals (draws x anchor bootstrap) of a separate-calibration method."""
+    """A, B and 90% intervals of a separate-calibration method (module doc).
+
+    Estimation sd: the method's (A, B) over S independent pairs of (new, old) posterior draws of the anchors,
+    less the variance the draws carry from the populations' sampling (:func:`population_link_variance`);
+    anchor sd: the method's (A, B) over bootstrap resamples of the anchors' point estimates
+    (:func:`anchor_linking_error`); sd = max(estimation, anchors), normal interval (module doc).
+    """
     new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
     old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
     p_new = kinds.from_table(new.items).subset(new_pos)
     p_old = kinds.from_table(old.items).subset(old_pos)
     A, B = linking_constants(p_new, p_old, method)
     d_new, d_old = _draw_params(new, new_pos, n_draws, seed), _draw_params(old, old_pos, n_draws, seed + 1)
-    rng = np.random.default_rng(seed)
     reps = []
-    n = min(len(d_new), len(d_old)) if d_new and d_old else n_draws
-    for s in range(n):
-        idx = rng.integers(0, len(anchors), len(anchors))
-        if len(np.unique(idx)) < 2:
-            continue
-        pn = d_new[s] if d_new else p_new
-        po = d_old[s] if d_old else p_old
-        reps.append(linking_constants(pn.subset(idx), po.subset(idx), method))
-    reps_arr = np.array(reps)
-    return {"A": A, "B": B, **_interval(reps_arr)}
+    if d_new or d_old:
+        n = min(len(d_new), len(d_old)) if d_new and d_old else len(d_new or d_old or [])
+        for s in range(n):
+            reps.append(linking_constants(d_new[s] if d_new else p_new, d_old[s] if d_old else p_old, method))
+    population = population_link_variance(new, old, A, B, sides=tuple(side for side, d in (("new", d_new),
+                                                                                          ("old", d_old)) if d))
+    spread = robust_sd(np.array(reps)) if len(reps) > 1 else np.zeros(2)
+    estimation = np.sqrt(np.maximum(spread ** 2 - population, MIN_KEPT_VARIANCE * spread ** 2))
+    anchors_sd = anchor_linking_error(new, old, anchors, n_draws, seed, method=method)
+    return {**_combined({"A": A, "B": B}, estimation, anchors_sd, combine="max"), **_population_record(population),
+            "estimation_draws": len(reps)}
 
 
-def _interval(reps: np.ndarray) -> dict[str, float]:
-    if reps.size == 0:
-        return {"A_low": float("nan"), "A_high": float("nan"), "B_low": float("nan"), "B_high": float("nan"),
-                "A_sd": float("nan"), "B_sd": float("nan")}
+# ----------------------------------------------------------------------------- the samples' own scales
+def population_scale_variance(fit: Any) -> tuple[float, float]:
+    """Variance of the sample's ability mean and log sd on a fit's scale, as its item draws carry it.
+
+    A marginal (EM) fit sets its scale by the reference group's population, N(0, 1): its item estimates
+    follow the sample, whose mean and log sd differ from the population's by sampling error of variance
+    sd^2 / n and 1 / (2 n) (normal abilities), and the information-based item draws include that spread.
+    A link maps one sample's scale onto the other's (the old scale is the old fit's), so that spread is no
+    uncertainty of the link. Returns (sd^2 / n, 1 / (2 n)) for the reference group's fixed moments; (0, 0)
+    for a fit whose scale is set by fixed anchors or by its own sample (MAP and NUTS standardise the
+    examinees' abilities in every draw).
+    """
+    stats_ = getattr(fit, "fit_stats", None) or {}
+    if getattr(fit, "method", None) != "em" or stats_.get("anchors") or "population" not in stats_:
+        return 0.0, 0.0
+    var_mean = var_log_sd = 0.0
+    for group in stats_["population"].values():
+        n = max(int(group.get("n_examinees") or 0), 1)
+        if group.get("mean_se") is None:
+            var_mean += float(group["sd"]) ** 2 / n
+        if group.get("sd_se") is None:
+            var_log_sd += 1.0 / (2.0 * n)
+    return var_mean, var_log_sd
+
+
+def population_link_variance(new: Any, old: Any, A: float, B: float, *, sides: tuple[str, ...] = ("new", "old")
+                             ) -> np.ndarray:
+    """Variance of (A, B) that the fits' draws carry from their populations' sampling (delta method).
+
+    With the old scale's mean and log sd off by (d1, e1) and the new one's by (d2, e2)
+    (:func:`population_scale_variance`), theta_old = A theta_new + B moves by
+    dA = A (e2 - e1),  dB = A d2 - d1 - B e1, so
+    var A = A^2 (v_e1 + v_e2),  var B = v_d1 + B^2 v_e1 + A^2 v_d2.
+    """
+    v_d1, v_e1 = population_scale_variance(old) if "old" in sides else (0.0, 0.0)
+    v_d2, v_e2 = population_scale_variance(new) if "new" in sides else (0.0, 0.0)
+    return np.array([A ** 2 * (v_e1 + v_e2), v_d1 + B ** 2 * v_e1 + A ** 2 * v_d2])
+
+
+# the link's variance keeps at least this share of the draws' variance when the population term is removed
+MIN_KEPT_VARIANCE = 0.1
+
+
+def robust_sd(reps: np.ndarray) -> np.ndarray:
+    """Spread of link replicates (S, 2) as the sd of a normal with the same 5%-95% range:
+    (q95 - q05) / (2 z_0.95). It equals the sd for normal replicates; a 3PL's Gaussian draws of (a, d) give
+    a few very large b = -d / a, whose tails made the moment methods' sd 1.4-1.5 times their error's."""
     lo, hi = np.quantile(reps, [LOW_Q, HIGH_Q], axis=0)
-    sd = reps.std(axis=0, ddof=1)
-    return {"A_low": float(lo[0]), "A_high": float(hi[0]), "B_low": float(lo[1]), "B_high": float(hi[1]),
-            "A_sd": float(sd[0]), "B_sd": float(sd[1])}
+    return (hi - lo) / (2.0 * float(stats.norm.ppf(HIGH_Q)))
+
+
+def _population_record(population: np.ndarray) -> dict[str, float]:
+    return {"A_sd_population_removed": float(np.sqrt(population[0])),
+            "B_sd_population_removed": float(np.sqrt(population[1]))}
 
 
 def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed: int) -> np.ndarray:
@@ -207,8 +270,9 @@ def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed:
     return reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
 
 
-def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 200, seed: int = 0) -> np.ndarray:
-    """Linking error of the anchor choice: sd of the Stocking-Lord (A, B) between the two fits' point estimates
+def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 200, seed: int = 0, *,
+                         method: str = "stocking-lord") -> np.ndarray:
+    """Linking error of the anchor choice: sd of the ``method``'s (A, B) between the two fits' point estimates
     over bootstrap resamples of the anchors (module doc). Fixed-anchor and concurrent calibration assume the
     anchors' parameters identical in both groups, so their posterior spread has no such term."""
     new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
@@ -220,14 +284,17 @@ def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 2
     for _ in range(n_boot):
         idx = rng.integers(0, len(anchors), len(anchors))
         if len(np.unique(idx)) >= 2:
-            reps.append(linking_constants(p_new.subset(idx), p_old.subset(idx), "stocking-lord"))
+            reps.append(linking_constants(p_new.subset(idx), p_old.subset(idx), method))
     return np.array(reps).std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
 
 
-def _combined(transform: dict[str, Any], estimation: np.ndarray, anchors_sd: np.ndarray) -> dict[str, Any]:
-    """Normal 90% interval from the estimation sd and the anchor linking error, both recorded."""
-    sd = np.sqrt(np.asarray(estimation) ** 2 + np.asarray(anchors_sd) ** 2)
-    return {**transform, **_normal_interval(transform["A"], transform["B"], sd),
+def _combined(transform: dict[str, Any], estimation: np.ndarray, anchors_sd: np.ndarray, combine: str = "sum"
+              ) -> dict[str, Any]:
+    """Normal 90% interval from the estimation sd and the anchor linking error, both recorded: their variances
+    added (``combine="sum"``) or the larger of the two (``"max"``: both measure the anchors' noise; module doc)."""
+    estimation, anchors_sd = np.asarray(estimation, float), np.asarray(anchors_sd, float)
+    sd = np.maximum(estimation, anchors_sd) if combine == "max" else np.sqrt(estimation ** 2 + anchors_sd ** 2)
+    return {**transform, **_normal_interval(transform["A"], transform["B"], sd), "sd_combination": combine,
             "A_sd_estimation": float(estimation[0]), "B_sd_estimation": float(estimation[1]),
             "A_sd_anchors": float(anchors_sd[0]), "B_sd_anchors": float(anchors_sd[1])}
 
@@ -280,7 +347,11 @@ def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: 
     # 1.7-1.9x too wide (experiments/link_simulated.py --methods fixed --c-range 0.15,0.35, 40 replications:
     # coverage 1.0 / 1.0 of A / B; old anchors + bootstrap: 0.95 / 0.925); the new side's spread is recorded
     spread_new = _new_side_spread(new, old, anchors, 4 * n_draws, seed)
-    transform = _combined({"A": A, "B": B}, spread_old, anchor_linking_error(new, old, anchors, 20 * n_draws, seed))
+    # the old anchors' draws carry the old population's sampling of the scale, which the link does not
+    population = population_link_variance(new, old, A, B, sides=("old",))
+    estimation = np.sqrt(np.maximum(spread_old ** 2 - population, MIN_KEPT_VARIANCE * spread_old ** 2))
+    transform = _combined({"A": A, "B": B}, estimation, anchor_linking_error(new, old, anchors, 20 * n_draws, seed))
+    transform.update(_population_record(population))
     transform.update(A_sd_old_anchors=float(spread_old[0]), B_sd_old_anchors=float(spread_old[1]),
                      A_sd_new_anchors=float(spread_new[0]), B_sd_new_anchors=float(spread_new[1]))
     population = main.fit_stats["population"]["all"]
