@@ -307,14 +307,16 @@ def test_louis_information_equals_the_full_hessian(kind, grouped, complete):
         # blocks (lax.scan, reverse mode through jax.checkpoint) equal the one-block computation
         args, single = arguments(5 * 7), arguments(10**9)
         assert args[3].shape == (35, 7, 5) and single[3].shape == (1, 240, 5)
-        louis = mi.louis_hessian(*args, layout=result.layout, columns=result.columns, spec=spec, complete=complete)
+        # jitted: run eagerly, each of the many small operations compiles on its own (4x the time on a cold cache)
+        louis = jax.jit(partial(mi.louis_hessian, layout=result.layout, columns=result.columns, spec=spec,
+                                complete=complete))(*args)
         if complete:  # the shortcut equals the general route (which the other cases check against jax.hessian)
-            general = mi.louis_hessian(*single, layout=result.layout, columns=result.columns, spec=spec)
+            general = jax.jit(partial(mi.louis_hessian, layout=result.layout, columns=result.columns, spec=spec))(*single)
             assert float(jnp.abs(louis - general).max()) < 1e-10 * float(jnp.abs(general).max())
             return
         assert not bool(mask.all())
-        full = jax.hessian(partial(mg.marginal_log_posterior, layout=result.layout, columns=result.columns,
-                                   spec=spec))(result.layout.flatten(*args[:3]), *args)
+        full = jax.jit(jax.hessian(partial(mg.marginal_log_posterior, layout=result.layout, columns=result.columns,
+                                           spec=spec)))(result.layout.flatten(*args[:3]), *args)
         assert louis.shape == full.shape == (result.layout.size,) * 2
         assert float(jnp.abs(louis - full).max()) < 1e-8 * float(jnp.abs(full).max())
 
