@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                              seed=args.seed)
     for w in caught:
         print(f"warning: {w.message}")
-    result.save(out / "fit")
+    result.save(out / "fit", idata=False)  # fit.nc (27 MB of pointwise log-likelihoods) not published
     stats = result.fit_stats
     fit_rows = table5(responses, result)
     fit_rows.to_csv(out / "fit_statistics.csv", index=False)
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore", UserWarning)  # the same data warnings as the fit above, once per round
         pruned = irtexam.prune(responses, model="3pl", drop=0.1, steps=args.prune_steps, seed=args.seed,
                                heldout=0.1, fit_kwargs={"facets": facets or None}, progress=False)
-    pruned.save(out / "pruning")
+    pruned.save(out / "pruning", idata=False)
     steps = pruned.steps[["step", "n_items", "mean_information", "heldout_loglik"]] \
         if "heldout_loglik" in pruned.steps else pruned.steps[["step", "n_items", "mean_information"]]
     sections += ["## Iterative pruning, 10 % per round (paper Fig. 5)", markdown_table(steps, 4)]

@@ -229,9 +229,10 @@ class PruneResult:
         return Path(path)
 
     def save(self, out_dir: str | Path, response_name: str = "responses_pruned.csv",
-             figure: bool = True, save_fit: bool = True) -> dict[str, str]:
+             figure: bool = True, save_fit: bool = True, idata: bool = True) -> dict[str, str]:
         """Write decisions.csv, steps.csv, information_curves.csv, the pruned responses,
-        the final fit (fit/) and information_evolution.png into ``out_dir``; returns the paths."""
+        the final fit (fit/; ``idata=False``: without fit.nc) and information_evolution.png into ``out_dir``;
+        returns the paths."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = {"decisions": out / "decisions.csv", "steps": out / "steps.csv",
@@ -242,7 +243,7 @@ class PruneResult:
         self.responses.save(paths["responses"])
         if save_fit and hasattr(self.final, "save"):
             paths["fit"] = out / "fit"
-            self.final.save(paths["fit"])
+            self.final.save(paths["fit"], idata=idata)
         if figure:
             from .. import plotting
 
