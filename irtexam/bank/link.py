@@ -22,13 +22,13 @@ mean and sd: :func:`irtexam.fit` with ``groups``); the joint scale is mapped ont
 the joint fit's old-form items onto the old fit's (the same responses, only the scale differs),
 and the new fit onto that by Stocking-Lord of its items onto the joint new-form items.
 
-90% intervals combine two sources into a normal interval (both components in transform.json):
-sd = max(sd_estimation, sd_anchors) for the separate methods, whose two terms both measure the anchors'
-noise; sd^2 = sd_estimation^2 + sd_anchors^2 for fixed and concurrent, whose estimation term holds only
-part of it (coverage of both rules in docs/guide/bank.md). Estimation: the fits' posterior uncertainty. Anchor choice (the linking
-error, :func:`anchor_linking_error`): the sd of the method's link between the two fits' point estimates
-over bootstrap resamples of the anchors, i.e. item-level drift or misfit of the anchors that the
-calibrations do not model.
+90% intervals combine two sources into a normal interval (both components in transform.json).
+Estimation: the fits' posterior uncertainty. Anchor choice (the linking error,
+:func:`anchor_linking_error`): the sd of the method's link between the two fits' point estimates over
+bootstrap resamples of the anchors, i.e. item-level drift or misfit of the anchors that the calibrations
+do not model. sd = max(sd_estimation, sd_anchors) for the separate methods, whose two terms both measure
+the anchors' noise; sd^2 = sd_estimation^2 + sd_anchors^2 for fixed and concurrent, whose estimation term
+holds only part of it (coverage of both rules in docs/guide/bank.md).
 
 * separate methods: estimation sd (:func:`robust_sd`) over S independent pairs of (old, new) posterior
   draws of the anchors (each fit's draws in a random order: two fits made with the same seed share their
@@ -197,8 +197,7 @@ def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: 
             reps.append(linking_constants(d_new[s] if d_new else p_new, d_old[s] if d_old else p_old, method))
     population = population_link_variance(new, old, A, B, sides=tuple(side for side, d in (("new", d_new),
                                                                                           ("old", d_old)) if d))
-    spread = robust_sd(np.array(reps)) if len(reps) > 1 else np.zeros(2)
-    estimation = np.sqrt(np.maximum(spread ** 2 - population, MIN_KEPT_VARIANCE * spread ** 2))
+    estimation = _without_population(robust_sd(np.array(reps)) if len(reps) > 1 else np.zeros(2), population)
     anchors_sd = anchor_linking_error(new, old, anchors, n_draws, seed, method=method)
     return {**_combined({"A": A, "B": B}, estimation, anchors_sd, combine="max"), **_population_record(population),
             "estimation_draws": len(reps)}
@@ -253,6 +252,11 @@ def robust_sd(reps: np.ndarray) -> np.ndarray:
     a few very large b = -d / a, whose tails made the moment methods' sd 1.4-1.5 times their error's."""
     lo, hi = np.quantile(reps, [LOW_Q, HIGH_Q], axis=0)
     return (hi - lo) / (2.0 * float(stats.norm.ppf(HIGH_Q)))
+
+
+def _without_population(spread: np.ndarray, population: np.ndarray) -> np.ndarray:
+    """sqrt(spread^2 - population), keeping at least MIN_KEPT_VARIANCE of the variance."""
+    return np.sqrt(np.maximum(spread ** 2 - population, MIN_KEPT_VARIANCE * spread ** 2))
 
 
 def _population_record(population: np.ndarray) -> dict[str, float]:
@@ -349,7 +353,7 @@ def fixed_link(new: Any, old: Any, anchors: list[str], n_draws: int = 10, seed: 
     spread_new = _new_side_spread(new, old, anchors, 4 * n_draws, seed)
     # the old anchors' draws carry the old population's sampling of the scale, which the link does not
     population = population_link_variance(new, old, A, B, sides=("old",))
-    estimation = np.sqrt(np.maximum(spread_old ** 2 - population, MIN_KEPT_VARIANCE * spread_old ** 2))
+    estimation = _without_population(spread_old, population)
     transform = _combined({"A": A, "B": B}, estimation, anchor_linking_error(new, old, anchors, 20 * n_draws, seed))
     transform.update(_population_record(population))
     transform.update(A_sd_old_anchors=float(spread_old[0]), B_sd_old_anchors=float(spread_old[1]),
