@@ -175,6 +175,13 @@ def common_items(new: Any, old: Any, anchors: Sequence[str] | None, new_name: st
 
 
 # ----------------------------------------------------------------------------- the methods
+def _anchor_items(fit: Any, anchors: Sequence[str]) -> tuple[np.ndarray, kinds.ItemParams]:
+    """The anchors' positions in ``fit.items`` and their point estimates."""
+    ids = list(map(str, fit.items.index))
+    positions = np.array([ids.index(a) for a in anchors])
+    return positions, kinds.from_table(fit.items).subset(positions)
+
+
 def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: int = 200, seed: int = 0
                   ) -> dict[str, Any]:
     """A, B and 90% intervals of a separate-calibration method (module doc).
@@ -184,10 +191,8 @@ def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: 
     anchor sd: the method's (A, B) over bootstrap resamples of the anchors' point estimates
     (:func:`anchor_linking_error`); sd = max(estimation, anchors), normal interval (module doc).
     """
-    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
-    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_new = kinds.from_table(new.items).subset(new_pos)
-    p_old = kinds.from_table(old.items).subset(old_pos)
+    new_pos, p_new = _anchor_items(new, anchors)
+    old_pos, p_old = _anchor_items(old, anchors)
     A, B = linking_constants(p_new, p_old, method)
     d_new, d_old = _draw_params(new, new_pos, n_draws, seed), _draw_params(old, old_pos, n_draws, seed + 1)
     reps = []
@@ -266,9 +271,8 @@ def _population_record(population: np.ndarray) -> dict[str, float]:
 
 def _new_side_spread(new: Any, old: Any, anchors: list[str], n_draws: int, seed: int) -> np.ndarray:
     """sd of Stocking-Lord (A, B) over NEWFIT's anchor draws with the old anchors at their point values."""
-    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
-    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_old = kinds.from_table(old.items).subset(old_pos)
+    new_pos, _ = _anchor_items(new, anchors)
+    _, p_old = _anchor_items(old, anchors)
     draws = _draw_params(new, new_pos, n_draws, seed) or []
     reps = np.array([linking_constants(d, p_old, "stocking-lord") for d in draws])
     return reps.std(axis=0, ddof=1) if len(reps) > 1 else np.zeros(2)
@@ -279,10 +283,8 @@ def anchor_linking_error(new: Any, old: Any, anchors: list[str], n_boot: int = 2
     """Linking error of the anchor choice: sd of the ``method``'s (A, B) between the two fits' point estimates
     over bootstrap resamples of the anchors (module doc). Fixed-anchor and concurrent calibration assume the
     anchors' parameters identical in both groups, so their posterior spread has no such term."""
-    new_pos = np.array([list(map(str, new.items.index)).index(a) for a in anchors])
-    old_pos = np.array([list(map(str, old.items.index)).index(a) for a in anchors])
-    p_new = kinds.from_table(new.items).subset(new_pos)
-    p_old = kinds.from_table(old.items).subset(old_pos)
+    _, p_new = _anchor_items(new, anchors)
+    _, p_old = _anchor_items(old, anchors)
     rng = np.random.default_rng(seed + 7)
     reps = []
     for _ in range(n_boot):
