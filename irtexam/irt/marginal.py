@@ -315,24 +315,81 @@ def population_moments(mass: Any, nodes: Any) -> tuple[Any, Any]:
     return mean, 0.5 * np.log(np.maximum(var, 1e-6))
 
 
-def update_hyper(X: Any, columns: Sequence[str], spec: mdl.ModelSpec, hyper: dict[str, Any],
-                 steps: int = 3) -> dict[str, Any]:
-    """Empirical-Bayes update of the learned prior centres (mu_d, mu_b1, mu_c): Newton on
-    sum_i log prior(item_i | mu) + log hyperprior(mu), items held at X."""
+def laplace_hyper_objective(h: Any, X: Any, counts: Any, nodes: Any, free_rows: Any, *, names: Sequence[str],
+                            columns: Sequence[str], spec: mdl.ModelSpec, newton_steps: int = 1) -> Any:
+    """Laplace approximation to the log marginal likelihood of the prior centres h (``names``), the free items
+    integrated out of the EM's objective:
+
+        F(h) = sum_i [G_i(u_i(h); h) - 1/2 log det(-d2 G_i(u_i(h); h))] + log hyperprior(h),
+
+    G_i(u; h) = sum_qk r_qik log P_ik(theta_q; u) + log prior(u | h) the M-step objective of item i (counts r
+    from the E-step), u_i(h) its mode (``newton_steps`` Newton steps from X, differentiable in h). Items held
+    fixed (anchors, ``free_rows`` 0) enter by their log prior alone. The log determinant is what the joint
+    mode leaves out: for an item the data say little about, G_i is its prior at the prior's own mode, whose
+    height grows with the prior's curvature; without the term the centre of the c prior moves towards 1/2
+    (the logit-Beta's peak is highest there) and every weakly identified c with it. Where c is unidentified
+    together with the slopes (an exam that 95% of the answers get right) F, like the joint mode, moves the
+    centre up: 0.63 for a true 0.2 (joint mode 0.5); the fixed centre stays at 1 / n_choices there.
+    Integrating only the located columns (log det replaced by sum_j log -d2 G_i / du_j^2 over d, c) held that
+    case at 0.16 but put the centre too low on moderately easy exams (0.07-0.14 for a true 0.17), so the
+    whole block is integrated."""
+    hyper = dict(zip(names, h))
+    fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
+    free = free_rows[:, None]
+
+    def curvature(u: Any) -> tuple[Any, Any]:
+        """Gradient and -Hessian of each item, lifted (the lift a constant) to positive definite."""
+        g, H = block_hessians(fun, u)
+        neg = -0.5 * (H + jnp.swapaxes(H, -1, -2))
+        smallest = jax.lax.stop_gradient(jnp.linalg.eigvalsh(neg)[:, 0])
+        scale = jax.lax.stop_gradient(jnp.abs(jnp.diagonal(neg, axis1=-2, axis2=-1)).max(axis=-1))
+        lift = jnp.maximum(0.0, 1e-6 * scale - smallest)
+        return g, neg + lift[:, None, None] * jnp.eye(neg.shape[-1], dtype=neg.dtype)
+
+    u = X
+    for _ in range(newton_steps):
+        g, neg = curvature(u)
+        step = jnp.linalg.solve(neg, g[..., None])[..., 0]
+        longest = jax.lax.stop_gradient(jnp.abs(step).max(axis=-1, keepdims=True))
+        u = u + step * jnp.minimum(1.0, 1.0 / jnp.maximum(longest, 1e-12)) * free
+    _, neg = curvature(u)
+    _, logdet = jnp.linalg.slogdet(neg)
+    prior_only = item_log_prior(X, columns, spec, hyper)
+    value = jnp.where(free_rows > 0, fun(u) - 0.5 * logdet, prior_only)
+    return value.sum() + mdl.hyper_log_prior(hyper, spec)
+
+
+def update_hyper(X: Any, counts: Any, nodes: Any, free_rows: Any, hyper: dict[str, Any], *,
+                 columns: Sequence[str], spec: mdl.ModelSpec, steps: int = 1) -> dict[str, Any]:
+    """Empirical-Bayes update of the learned prior centres h = (mu_d, mu_b1, mu_c), once per EM cycle: a step
+    h <- h - H^-1 grad F(h) up :func:`laplace_hyper_objective` F (gradient exact, through the items' Newton
+    step), H the Hessian in h of the joint mode's objective sum_i log prior(item_i | h) + log hyperprior(h)
+    (close to F's, and cheap to compile); a gradient step where that is not uphill; each capped at 1 (logit /
+    intercept units).
+
+    Measured (experiments/link_simulated.py, 3PL, c ~ U(0.05, 0.30) under a prior centred on 1/4, 500
+    examinees a group): the fits' mean c 0.154-0.193 for a true 0.171-0.177 (the joint mode's update:
+    0.167-0.234), and Stocking-Lord's A covered in 85% of 40 replications (joint mode 72.5%, fixed centres 70%).
+    """
     if not hyper:
         return hyper
-    names = sorted(hyper)
+    names = tuple(sorted(hyper))
+    objective = partial(laplace_hyper_objective, X=X, counts=counts, nodes=nodes, free_rows=free_rows, names=names,
+                        columns=columns, spec=spec)
     items = from_matrix(X, columns)
 
-    def objective(h: Any) -> Any:
+    def joint(h: Any) -> Any:  # the joint mode's objective: its Hessian in h is the curvature the steps use
         values = dict(zip(names, h))
         return jnp.sum(mdl.item_log_prior(items, spec, values)) + mdl.hyper_log_prior(values, spec)
 
     h = jnp.asarray([hyper[k] for k in names], dtype=X.dtype)
     for _ in range(steps):
         g = jax.grad(objective)(h)
-        H = jax.hessian(objective)(h)
-        h = h - jnp.linalg.solve(H - 1e-9 * jnp.eye(len(names), dtype=h.dtype), g)
+        H = jax.hessian(joint)(h)
+        step = jnp.linalg.solve(H - 1e-9 * jnp.eye(len(names), dtype=h.dtype), g)
+        ascent = jnp.all(jnp.isfinite(step)) & (jnp.dot(step, g) <= 0)  # -H^-1 g points uphill
+        step = jnp.where(ascent, step, -g / jnp.maximum(jnp.abs(jnp.diagonal(H)).max(), 1.0))
+        h = h - step * jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.abs(step).max(), 1e-300))
     return {k: h[j] for j, k in enumerate(names)}
 
 

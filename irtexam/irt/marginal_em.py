@@ -155,7 +155,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             new_state = (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
                          np.where(free_sd, np.asarray(new_log_sd), log_sd))
             value = float(ll) + float(prior_value)
-            return new_state, (hyper_step(X_new, hyper=hyper) if hyper else hyper), value
+            if hyper:  # the learned prior centres (item_prior="hierarchical"), empirical Bayes
+                hyper = hyper_step(X_new, counts, nodes, free, hyper)
+            return new_state, hyper, value
 
         def distance(a: tuple, b: tuple) -> float:
             return float(max(np.abs(u - v).max() for u, v in zip(a, b)))
