@@ -12,10 +12,12 @@ from these parameters). The BILOG parameters use the scaling constant D = 1.7; t
 constants A and B do not depend on it (a common factor of every a).
 
     .venv/bin/python experiments/link_kb36.py            # prints the table; ~1-2 min
+    .venv/bin/python experiments/link_kb36.py --item-prior hierarchical   # centres learned (empirical Bayes)
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 import warnings
 from pathlib import Path
@@ -50,13 +52,18 @@ def bilog_constants() -> dict[str, tuple[float, float]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
+    args = parser.parse_args()
+    options = {"item_prior": args.item_prior} if args.item_prior else {}
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit_x = irtexam.fit(form("x"), model="3pl", seed=0)
-        fit_y = irtexam.fit(form("y"), model="3pl", seed=0)
+        fit_x = irtexam.fit(form("x"), model="3pl", seed=0, **options)
+        fit_y = irtexam.fit(form("y"), model="3pl", seed=0, **options)
     print(f"calibrated Form X ({fit_x.design.n_examinees} examinees) and Form Y ({fit_y.design.n_examinees}) by "
-          f"{fit_x.method.upper()} in {time.perf_counter() - started:.0f} s")
+          f"{fit_x.method.upper()} in {time.perf_counter() - started:.0f} s; item prior {fit_x.spec.item_prior}; "
+          f"mean c {fit_x.items['c'].mean():.3f} / {fit_y.items['c'].mean():.3f}")
     book = bilog_constants()
     print("method         A      A 90% interval       B       B 90% interval      | on the book's BILOG parameters")
     for method in METHODS:
