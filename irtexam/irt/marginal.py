@@ -15,7 +15,10 @@ alone, marginal maximum likelihood). Bock and Aitkin's EM:
 * M-step: item by item, a damped Newton step on sum_qk r_qik log P_k(theta_q; item_i) +
   log prior(item_i) (per-item 2x2 / 3x3 / (K+1)x(K+1) Hessian blocks from JAX), step-halving so
   that each item's objective never falls; each free group mean and sd moves to the posterior
-  moments sum_m w_mq theta_q / N_g (the 1PL's reference sd is free: a = 1 fixes the unit).
+  moments sum_m w_mq theta_q / N_g (the 1PL's reference sd is free: a = 1 fixes the unit);
+* with ``item_prior="hierarchical"``, the centres of the priors on d (GRM: b_1) and c then take a step
+  up a Laplace approximation to their marginal likelihood, the items integrated out (empirical Bayes,
+  :func:`update_hyper`).
 
 After EM has converged (largest parameter change below ``tol``), Newton steps on the full
 marginal log posterior with its exact Hessian (JAX, forward over reverse) polish the mode, and
