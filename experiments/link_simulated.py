@@ -211,9 +211,10 @@ def main() -> None:
     if args.c_concentration is not None or args.n_choices is not None:
         from irtexam.irt.fit import MARGINAL_LOG_A_SCALE
         from irtexam.irt.model import ModelSpec
-        fit_options["spec"] = ModelSpec(kind=args.model, c_concentration=args.c_concentration or 20.0,
-                                        n_choices=args.n_choices or 4, item_prior=args.item_prior or "fixed",
-                                        log_a_scale=MARGINAL_LOG_A_SCALE)
+        given = {"c_concentration": args.c_concentration, "n_choices": args.n_choices}
+        fit_options["spec"] = ModelSpec(kind=args.model, item_prior=args.item_prior or "fixed",
+                                        log_a_scale=MARGINAL_LOG_A_SCALE,
+                                        **{k: v for k, v in given.items() if v is not None})
     elif args.item_prior:
         fit_options["item_prior"] = args.item_prior
     if args.summarize:

@@ -213,7 +213,7 @@ def test_fixed_anchor_em_learns_the_item_prior_centre():
     mask = np.ones_like(y, dtype=bool)
     out = em.em_estimate(mdl.ModelSpec(kind="2pl", n_choices=4, item_prior="hierarchical"), y, mask, se=False)
     d = out.X[:, out.columns.index("d")]
-    assert out.hyper["mu_d"] == pytest.approx(d.sum() / (len(d) + 1), abs=0.02)
+    assert out.hyper["mu_d"] == pytest.approx(d.sum() / (len(d) + 1), abs=0.01)  # measured 0.006 apart
     assert out.hyper["mu_d"] < -1.0
     fixed = em.em_estimate(mdl.ModelSpec(kind="2pl", n_choices=4, item_prior="fixed"), y, mask, se=False)
     assert fixed.hyper == {}

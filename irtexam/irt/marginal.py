@@ -240,14 +240,12 @@ def block_hessians(fun: Callable[[Any], Any], X: Any) -> tuple[Any, Any]:
     return g, jnp.stack(columns, axis=-1)
 
 
-def small_cholesky_solve(A: Any, b: Any) -> tuple[Any, Any]:
-    """Solve A x = b for a batch of small symmetric matrices A (n, p, p), b (n, p) by a Cholesky factorisation
-    written out for the static p (no LAPACK call, so the compiled program can be stored and reloaded).
-
-    Returns (x, the smallest pivot A_jj - sum_k L_jk^2 of each matrix: > 0 iff A is positive definite).
-    """
+def small_cholesky(A: Any) -> tuple[list[list[Any]], list[Any]]:
+    """Cholesky factor L (as a p x p list of (n,) arrays, lower triangle) and the pivots A_jj - sum_k L_jk^2 of
+    a batch of small symmetric matrices A (n, p, p), written out for the static p (no LAPACK call, so a
+    compiled program using it can be stored and reloaded). A is positive definite iff every pivot is > 0."""
     p = A.shape[-1]
-    L = [[None] * p for _ in range(p)]
+    L: list[list[Any]] = [[None] * p for _ in range(p)]
     pivots = []
     for j in range(p):
         pivot = A[:, j, j] - sum((L[j][k] ** 2 for k in range(j)), jnp.zeros_like(A[:, 0, 0]))
@@ -255,6 +253,16 @@ def small_cholesky_solve(A: Any, b: Any) -> tuple[Any, Any]:
         L[j][j] = jnp.sqrt(jnp.maximum(pivot, 1e-300))
         for i in range(j + 1, p):
             L[i][j] = (A[:, i, j] - sum((L[i][k] * L[j][k] for k in range(j)), jnp.zeros_like(pivot))) / L[j][j]
+    return L, pivots
+
+
+def small_cholesky_solve(A: Any, b: Any) -> tuple[Any, Any]:
+    """Solve A x = b for a batch of small symmetric matrices A (n, p, p), b (n, p) by :func:`small_cholesky`.
+
+    Returns (x, the smallest pivot A_jj - sum_k L_jk^2 of each matrix: > 0 iff A is positive definite).
+    """
+    p = A.shape[-1]
+    L, pivots = small_cholesky(A)
     z: list[Any] = []
     for i in range(p):
         z.append((b[:, i] - sum((L[i][k] * z[k] for k in range(i)), jnp.zeros_like(b[:, 0]))) / L[i][i])
@@ -347,24 +355,11 @@ def laplace_hyper_objective(h: Any, X: Any, counts: Any, nodes: Any, free_rows: 
         neg = -0.5 * (H + jnp.swapaxes(H, -1, -2))
         diagonal = jnp.diagonal(neg, axis1=-2, axis2=-1)
         scale = jax.lax.stop_gradient(jnp.maximum(jnp.abs(diagonal).max(axis=-1), 1e-12))
-        _, smallest = small_cholesky_solve(jax.lax.stop_gradient(neg), jnp.zeros_like(g))
+        smallest = jnp.min(jnp.stack(small_cholesky(jax.lax.stop_gradient(neg))[1], axis=-1), axis=-1)
         off = jnp.abs(neg).sum(axis=-1) - jnp.abs(diagonal)
         gershgorin = jax.lax.stop_gradient(jnp.maximum(0.0, (off - diagonal).max(axis=-1)) + 1e-6 * scale)
         lift = jnp.where(smallest > 1e-10 * scale, 0.0, gershgorin)
         return g, neg + lift[:, None, None] * jnp.eye(neg.shape[-1], dtype=neg.dtype)
-
-    def log_determinant(matrix: Any) -> Any:
-        """log det of positive definite blocks: the sum of the log Cholesky pivots."""
-        p = matrix.shape[-1]
-        L = [[None] * p for _ in range(p)]
-        total = jnp.zeros(matrix.shape[0], dtype=matrix.dtype)
-        for j in range(p):
-            pivot = matrix[:, j, j] - sum((L[j][k] ** 2 for k in range(j)), jnp.zeros_like(total))
-            total = total + jnp.log(pivot)
-            L[j][j] = jnp.sqrt(pivot)
-            for i in range(j + 1, p):
-                L[i][j] = (matrix[:, i, j] - sum((L[i][k] * L[j][k] for k in range(j)), jnp.zeros_like(total))) / L[j][j]
-        return total
 
     u = X
     for _ in range(newton_steps):
@@ -373,7 +368,7 @@ def laplace_hyper_objective(h: Any, X: Any, counts: Any, nodes: Any, free_rows: 
         longest = jax.lax.stop_gradient(jnp.abs(step).max(axis=-1, keepdims=True))
         u = u + step * jnp.minimum(1.0, 1.0 / jnp.maximum(longest, 1e-12)) * free
     _, neg = curvature(u)
-    logdet = log_determinant(neg)
+    logdet = sum(jnp.log(jnp.maximum(pivot, 1e-300)) for pivot in small_cholesky(neg)[1])  # positive definite
     prior_only = item_log_prior(X, columns, spec, hyper)
     value = jnp.where(free_rows > 0, fun(u) - 0.5 * logdet, prior_only)
     return value.sum() + mdl.hyper_log_prior(hyper, spec)

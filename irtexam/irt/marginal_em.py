@@ -289,7 +289,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
                         if information else compiled["hessian"]),
             # the learned prior centres' step (third derivatives: about 5 s to trace at 200 items)
             "hyper_step": (store("em-hyper-step", parts, compiled["hyper_step"], (X, counts, nodes, free, hyper))
-                           if hyper else compiled["hyper_step"])}
+                           if hyper else None)}
 
 
 @dataclass
