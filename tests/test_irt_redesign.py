@@ -173,7 +173,12 @@ def test_sites_declare_the_priors_once():
     spec = mdl.ModelSpec(kind="3pl")
     sites = {s.name: s for s in mdl.item_sites(spec)}
     assert set(sites) == {"a", "d", "c"} and sites["d"].hyper == "mu_d" and sites["c"].hyper == "mu_c"
-    assert set(mdl.ITEM_KEYS) == {"a", "d", "b1", "gap", "c"} and set(mdl.HYPER_KEYS) == {"mu_d", "mu_b1", "mu_c"}
+    assert set(mdl.ITEM_KEYS) == {"a", "d", "b1", "gap", "c"}
+    assert set(mdl.HYPER_KEYS) == {"mu_a", "mu_d", "mu_b1", "mu_c"}
+    assert sites["a"].hyper is None  # the joint mode and NUTS keep log a centred on log_a_loc
+    floating = {s.name: s for s in mdl.item_sites(mdl.ModelSpec(kind="3pl", learn_a_centre=True))}
+    assert floating["a"].hyper == "mu_a"
+    assert mdl.hyper_names(mdl.ModelSpec(kind="3pl", learn_a_centre=True, item_prior="fixed")) == ()
     rng = np.random.default_rng(0)
     u = {"a": rng.normal(size=4), "d": rng.normal(size=4), "c": rng.normal(size=4) - 1}
     # the gradient the solvers use is the derivative of the density the posterior uses (finite differences)

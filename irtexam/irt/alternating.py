@@ -43,7 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import IrtexamError
-from .model import HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_prior, item_prior_terms, item_slopes_and_floors
+from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_names, hyper_prior, item_prior_terms,
+                    item_slopes_and_floors)
 
 Array = jax.Array
 RHO_MAX, FACTOR_MAX = 0.995, 100.0  # extrapolation: slowest convergence ratio trusted, largest jump
@@ -164,7 +165,7 @@ def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
             grads.append(v * d1 - (mu - loc0) / scale0 ** 2)
             precisions.append(-(v * v * d2 + v * (1.0 - 2.0 * m) * d1) + 1.0 / scale0 ** 2)
         else:
-            s2 = spec.b_scale ** 2  # mu_d, mu_b1
+            s2 = (spec.log_a_scale if key == "mu_a" else spec.b_scale) ** 2  # mu_a; mu_d, mu_b1
             grads.append((u - mu).sum() / s2 - (mu - loc0) / scale0 ** 2)
             precisions.append(jnp.asarray(n / s2 + 1.0 / scale0 ** 2, dtype=u.dtype))
     return jnp.stack(grads), jnp.diag(jnp.stack(precisions))
@@ -195,8 +196,9 @@ def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[
             elif name == "c":
                 mean = jax.nn.sigmoid(items["mu_c"])
                 column.append(jnp.full(n_items, -spec.c_concentration * mean * (1.0 - mean), dtype=grad.dtype))
-            else:  # d (mu_d)
-                column.append(jnp.full(n_items, -1.0 / spec.b_scale ** 2, dtype=grad.dtype))
+            else:  # log a (mu_a), d (mu_d)
+                scale = spec.log_a_scale if name == "a" else spec.b_scale
+                column.append(jnp.full(n_items, -1.0 / scale ** 2, dtype=grad.dtype))
         columns.append(jnp.stack(column, axis=-1))                      # (I, k)
     coupling = jnp.stack(columns, axis=-1)                               # (I, k, h)
     solved = jnp.stack([solve_small_spd(info, coupling[..., j]) for j in range(len(keys))], axis=-1)  # D^-1 B
@@ -382,7 +384,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         # dispatch, and on a first fit load, a kernel of its own)
         y = jax.device_put(np.asarray(design.y, dtype=dtype))  # on the device once, not at every sweep
         m = jax.device_put(np.asarray(mask))
-        items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec) + HYPER_KEYS if k in init}
+        items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec) + hyper_names(spec) if k in init}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
         if spec.has_discrimination and raw.std() < 1e-8:
             # every examinee starts alike (e.g. identical scores): any spread pattern must start somewhere

@@ -74,10 +74,17 @@ class ModelSpec:
             c_i ~ Beta(kappa m, kappa (1 - m)) with m = sigmoid(mu_c), kappa = c_concentration, under
             weak hyperpriors mu_d, mu_b1 ~ N(0, b_scale^2), mu_c ~ N(logit(1 / n_choices), 1)
             (see :func:`hyper_prior`); "fixed": mu_d = mu_b1 = 0, m = 1 / n_choices. log a stays
-            centred on log_a_loc (it anchors the common level of the discriminations). An exam far
+            centred on log_a_loc (it anchors the common level of the discriminations) unless
+            ``learn_a_centre``. An exam far
             harder or easier than the examinees, or with fewer guessable items than 1 / n_choices,
             otherwise has every item shrunk towards the wrong centre: on data/real_run (median b 1.5) the fixed priors made the
             3PL over-predict the number of correct answers by 6%.
+        learn_a_centre: with ``item_prior="hierarchical"``, learn the centre of the log a prior too,
+            log a_i ~ N(mu_a, log_a_scale^2) with mu_a ~ N(log_a_loc, 1) (BILOG's floating slope prior).
+            Only where a population distribution fixes the ability scale (the marginal estimator, which
+            turns it on): a prior centred on a = 1 pulls the slopes of a group spread wider or narrower than
+            the reference towards 1, and with it the linking constant A (:data:`irtexam.irt.fit.MARGINAL_LOG_A_SCALE`).
+            The joint mode and NUTS keep log a centred on log_a_loc.
     """
 
     kind: str = "3pl"
@@ -92,6 +99,7 @@ class ModelSpec:
     identify: str = "sum-to-zero"
     residual: bool = False
     item_prior: str = "hierarchical"
+    learn_a_centre: bool = False
 
     def __post_init__(self) -> None:
         kind = str(self.kind).lower()
@@ -145,12 +153,13 @@ def item_sites(spec: ModelSpec, max_score: int = 2) -> tuple[Site, ...]:
 def hyper_prior(spec: ModelSpec) -> dict[str, tuple[float, float]]:
     """(location, scale) of the normal hyperprior of each hyperparameter.
 
-    mu_d, mu_b1 ~ N(0, b_scale^2), mu_c ~ N(logit(1 / n_choices), 1):
+    mu_a ~ N(log_a_loc, 1) (only with ``learn_a_centre``), mu_d, mu_b1 ~ N(0, b_scale^2),
+    mu_c ~ N(logit(1 / n_choices), 1):
     wide enough for any exam the data can pin down (202 items locate mu_d to about
     b_scale / sqrt(202) = 0.14), centred where the fixed priors sit.
     """
     chance = 1.0 / spec.n_choices
-    return {"mu_d": (0.0, spec.b_scale), "mu_b1": (0.0, spec.b_scale),
+    return {"mu_a": (spec.log_a_loc, 1.0), "mu_d": (0.0, spec.b_scale), "mu_b1": (0.0, spec.b_scale),
             "mu_c": (float(np.log(chance / (1.0 - chance))), 1.0)}
 
 
@@ -184,7 +193,7 @@ def _declared() -> tuple[tuple[str, ...], dict[str, str]]:
     names: dict[str, None] = {}
     hyper: dict[str, str] = {}
     for kind in sorted(kinds.REGISTRY.values(), key=lambda k: not k.has_discrimination):
-        for site in item_sites(ModelSpec(kind=kind.name)):
+        for site in item_sites(ModelSpec(kind=kind.name, learn_a_centre=True)):
             names[site.name] = None
             if site.hyper:
                 hyper[site.name] = site.hyper
@@ -223,7 +232,8 @@ def initial_params(spec: ModelSpec, design: Design) -> dict[str, np.ndarray]:
         params["c"] = np.full(shapes["c"], np.log(c0 / (1 - c0)))
     for item_key, name in HYPER_OF.items():
         if name in shapes:
-            params[name] = np.asarray(np.mean(params[item_key]))  # each centre's item parameter is in the model
+            # each centre's item parameter is in the model; log a starts at 0 (a = 1)
+            params[name] = np.asarray(np.mean(params.get(item_key, np.zeros(shapes[item_key]))))
     if "theta_raw" in shapes:
         score = (y * mask).sum(axis=0) / np.maximum(mask.sum(axis=0), 1)
         sd = score.std()
@@ -295,7 +305,8 @@ def item_prior_locations(spec: ModelSpec, hyper: Mapping[str, Any] | None = None
 
     With hyperparameters (:func:`hyper_names`): loc d = mu_d, loc b1 = mu_b1,
     c ~ Beta(kappa m, kappa (1 - m)) with m = sigmoid(mu_c); without them the fixed values
-    0, 0 and m = 1 / n_choices (:attr:`ModelSpec.c_prior`). log a is always centred on log_a_loc.
+    0, 0 and m = 1 / n_choices (:attr:`ModelSpec.c_prior`). log a is centred on mu_a with
+    ``learn_a_centre``, else on log_a_loc.
     """
     return {site.name: site.location(hyper) for site in item_sites(spec) if site.name != "gap"}
 
