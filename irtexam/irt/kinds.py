@@ -309,8 +309,8 @@ def _proportions(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def _discrimination_site(spec: Any) -> Site:
     """log a ~ N(log_a_loc, log_a_scale^2); centred on the learned mu_a with ``spec.learn_a_centre``."""
-    learned = spec.item_prior == "hierarchical" and getattr(spec, "learn_a_centre", False)
-    return Site("a", EXP, Normal(spec.log_a_loc, spec.log_a_scale), hyper="mu_a" if learned else None)
+    return Site("a", EXP, Normal(spec.log_a_loc, spec.log_a_scale),
+                hyper=_hyper(spec, "mu_a") if spec.learn_a_centre else None)
 
 
 def _hyper(spec: Any, name: str) -> str | None:
