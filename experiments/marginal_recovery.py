@@ -45,10 +45,12 @@ def coverage(table, column: str, truth: np.ndarray) -> float:
 
 
 def one(n_items: int, n_examinees: int, model: str, seed: int, method: str, c_range: tuple[float, float] | None = None,
-        item_prior: str | None = None) -> dict[str, float]:
+        item_prior: str | None = None, a_median: float | None = None) -> dict[str, float]:
     c = (np.random.default_rng(seed + 10_000).uniform(*c_range, n_items)
          if c_range is not None and model == "3pl" else None)
-    responses, truth = simulate(n_items, n_examinees, model=model, seed=seed, c=c)
+    a = (a_median * np.exp(np.random.default_rng(seed + 20_000).normal(0.0, 0.35, n_items))
+         if a_median is not None else None)
+    responses, truth = simulate(n_items, n_examinees, model=model, seed=seed, c=c, a=a)
     star = true_on_sample_scale(truth)
     started = time.perf_counter()
     with warnings.catch_warnings():
@@ -79,6 +81,9 @@ def main() -> None:
     parser.add_argument("--c-range", default=None, metavar="LO,HI",
                         help="draw the 3PL's c ~ U(LO, HI) instead of simulate's Beta(5, 15) (centred on the prior's 0.25)")
     parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
+    parser.add_argument("--a-median", type=float, default=None,
+                        help="draw a ~ LogNormal(log A_MEDIAN, 0.35) instead of simulate's LogNormal(0, 0.35) (centred on "
+                             "the default prior's a = 1)")
     args = parser.parse_args()
     print("regime      model rep method a_ratio b_slope c_bias cov_a cov_b cov_c cov_theta seconds")
     for regime in args.regimes.split(","):
@@ -87,7 +92,8 @@ def main() -> None:
             rows = []
             for rep in range(args.reps):
                 row = one(n_items, n_examinees, model, args.seed + rep, args.method,
-                          tuple(map(float, args.c_range.split(","))) if args.c_range else None, args.item_prior)
+                          tuple(map(float, args.c_range.split(","))) if args.c_range else None, args.item_prior,
+                          args.a_median)
                 rows.append(row)
                 print(f"{regime:<11} {model:<5} {rep:>3} {row['method']:<6} {row['a_ratio']:.3f}   {row['b_slope']:.3f}  "
                       f"{row.get('c_bias', float('nan')):+.3f}  {row['cov_a']:.2f}  {row['cov_b']:.2f}  "
