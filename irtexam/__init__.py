@@ -31,6 +31,7 @@ _LAZY = {
     "DataWarning": ("irtexam.warning_types", "DataWarning"),
     "ConvergenceWarning": ("irtexam.warning_types", "ConvergenceWarning"),
     "IdentificationWarning": ("irtexam.warning_types", "IdentificationWarning"),
+    "PriorWarning": ("irtexam.warning_types", "PriorWarning"),
     "UncertaintyWarning": ("irtexam.warning_types", "UncertaintyWarning"),
     "item_information": ("irtexam.analysis.information", "item_information"),
     "exam_information": ("irtexam.analysis.information", "exam_information"),

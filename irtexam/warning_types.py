@@ -30,6 +30,10 @@ class IdentificationWarning(IrtexamWarning):
     """A quantity is not identified by the data: its value comes from the prior or the constraints alone."""
 
 
+class PriorWarning(IrtexamWarning):
+    """A prior with a fixed centre sits far from what the data say and pulls the estimates towards that centre."""
+
+
 class UncertaintyWarning(IrtexamWarning):
     """Reported intervals are approximate in a known direction (too narrow, importance correction failed)."""
 

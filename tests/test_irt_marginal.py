@@ -198,6 +198,36 @@ def test_recovery_on_the_sample_standardised_scale():
     assert 0.85 <= cover_t <= 0.95
 
 
+
+def test_slope_prior_pull_warns_above_the_threshold_only_under_fixed_centres():
+    fixed, learned = mdl.ModelSpec(kind="3pl", item_prior="fixed"), mdl.ModelSpec(kind="3pl", item_prior="hierarchical")
+    edge = float(np.exp(mf.SLOPE_PULL_LOG))  # 1.4 above a centre of a = 1
+    assert mf.slope_prior_pull(np.full(20, edge * 1.01), fixed) is not None
+    assert mf.slope_prior_pull(np.full(20, edge * 0.99), fixed) is None
+    assert mf.slope_prior_pull(np.full(20, 0.3), fixed) is None            # low side: not the prior's doing
+    assert mf.slope_prior_pull(np.full(20, 3.0), learned) is None
+    shifted = mdl.ModelSpec(kind="3pl", item_prior="fixed", log_a_loc=float(np.log(2.0)))
+    assert mf.slope_prior_pull(np.full(20, 2.5), shifted) is None           # measured from the prior's own centre
+    assert mf.slope_prior_pull(np.full(20, 2.0 * edge * 1.01), shifted) is not None
+
+
+def test_high_slopes_under_the_default_prior_raise_a_prior_warning_and_the_learned_centre_lifts_them():
+    a = 2.0 * np.exp(np.random.default_rng(1).normal(0.0, 0.35, 40))
+    responses, truth = simulate(40, 1000, model="2pl", seed=2, a=a)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        default = irtexam.fit(responses, model="2pl")
+        learned = irtexam.fit(responses, model="2pl", item_prior="hierarchical")
+    pulls = [w for w in caught if w.category is irtexam.PriorWarning]
+    assert len(pulls) == 1 and "hierarchical" in str(pulls[0].message)
+    assert any("median slope" in m for m in default.warnings)
+    assert not any("median slope" in m for m in learned.warnings)
+    s = truth["theta"].std()
+    ratio = {name: float(np.exp(np.mean(np.log(f.items.reindex(list(responses.items))["a"].to_numpy() / (a * s)))))
+             for name, f in (("default", default), ("learned", learned))}
+    assert ratio["default"] < ratio["learned"]  # the fixed centre pulls the slopes down
+    assert abs(ratio["learned"] - 1) < 0.05
+
 # ----------------------------------------------------------------------------- groups and anchors
 def test_two_groups_recover_the_second_groups_mean_and_sd():
     rng = np.random.default_rng(4)

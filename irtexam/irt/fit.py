@@ -92,8 +92,11 @@ def default_item_prior(method: str) -> str:
     x1.014, b slope 0.976; learned c +0.007, a x1.022, b slope 0.972); with guessing below it the learned centre
     is far better (c ~ U(0.05, 0.30), four regimes: c +0.047 to +0.055 fixed, -0.014 to +0.017 learned;
     docs/guide/fit.md), but on an exam that 95% of the answers get right it drifts up (0.63 for a true 0.2,
-    :func:`irtexam.irt.marginal.laplace_hyper_objective`), where the fixed centre holds. The fixed centre stays the
-    default until that case is solved."""
+    :func:`irtexam.irt.marginal.laplace_hyper_objective`), where the fixed centre holds. With slopes far above
+    a = 1 the fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 fixed,
+    x0.989 learned; 2PL x0.944 against x0.996), and such a fit says so
+    (:func:`irtexam.irt.marginal_fit.slope_prior_pull`, :class:`irtexam.PriorWarning`). The fixed centre stays
+    the default until the easy-exam case is solved."""
     return "fixed" if method == "em" else "hierarchical"
 
 
