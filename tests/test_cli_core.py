@@ -36,12 +36,16 @@ def test_simulate_then_fit_writes_the_documented_files(tmp_path, capsys):
     assert meta["spec"]["kind"] == "2pl" and meta["fit_stats"]["heldout_cells"] > 0
 
 
-def test_fixed_guessing_flag(tmp_path):
+def test_fixed_guessing_flag(tmp_path, capsys):
     responses = tmp_path / "r.csv"
     main(["simulate", "--items", "40", "--examinees", "60", "--out", str(responses)])
     main(["fit", str(responses), "--model", "3pl", "--guessing", "0.25", "--out", str(tmp_path / "fit")])
     items = pd.read_csv(tmp_path / "fit" / "items.csv")
     assert (items["c"] == 0.25).all()
+    assert "; c: fixed 0.25" in capsys.readouterr().out  # the summary says c was held, not estimated
+    main(["fit", str(responses), "--model", "2pl", "--out", str(tmp_path / "fit2")])
+    summary = [line for line in capsys.readouterr().out.splitlines() if "a: median" in line]
+    assert len(summary) == 1 and "c:" not in summary[0]  # a 2PL has no c to report
 
 
 @pytest.mark.parametrize("content,expected", [

@@ -23,6 +23,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _guessing_summary(items) -> str:
+    """The c column in a fit's summary line: its median where estimated, its value where fixed (``guessing=``),
+    nothing where there is none (a 2PL's c is 0)."""
+    if "c" not in items:
+        return ""
+    c = items["c"]
+    if len(c) and c.nunique(dropna=False) == 1:
+        return "" if c.iloc[0] == 0 else f"; c: fixed {c.iloc[0]:.2f}"
+    return f"; c: median {c.median():.2f}"
+
+
 def format_summary(result) -> str:
     """A short human-readable summary of a fit."""
     stats = result.fit_stats
@@ -43,7 +54,7 @@ def format_summary(result) -> str:
                      + (f" (baseline {base:.4f})" if base is not None else ""))
     items = result.items
     lines.append(f"  a: median {items['a'].median():.2f}; b: {items['b'].min():.2f}..{items['b'].max():.2f}"
-                 + (f"; c: median {items['c'].median():.2f}" if "c" in items else ""))
+                 + _guessing_summary(items))
     prior = stats.get("item_prior") or {}
     if prior.get("kind") == "hierarchical":
         parts = [f"{name} {prior[key]:.2f}" for key, name in (("d_location", "d centre"),
