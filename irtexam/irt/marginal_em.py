@@ -197,11 +197,14 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             jumped = tuple(s0 - 2 * alpha * ri + alpha ** 2 * vi for s0, ri, vi in zip(state, r, v))
             landed, jumped_value = em_map(jumped)
             cycle += 1
-            if np.isfinite(jumped_value) and jumped_value >= value and all(
-                    bool(np.all(np.isfinite(x))) for x in landed):
-                state = landed
-            else:
-                state = two
+            finite = np.isfinite(jumped_value) and all(bool(np.all(np.isfinite(x))) for x in landed)
+            # the safeguard: with fixed prior centres EM climbs the marginal posterior, and a jump must too. With
+            # learned centres it does not (they follow their own Laplace objective, and the posterior at the
+            # current centres falls as they move), so almost every jump failed that test and EM crept at its
+            # linear rate (3PL 200 x 2000: 56 cycles, 0.0009 from the fixed point). There a jump is kept where it
+            # shrinks the fixed-point residual below that of the plain cycles (20 cycles, 0.0006 from it)
+            improved = jumped_value >= value or (bool(hyper_keys) and distance(landed, jumped) < change)
+            state = landed if finite and improved else two
         hyper = {k: jnp.asarray(state[3][j]) for j, k in enumerate(hyper_keys)}
         state = state[:3]
         X, mean, log_sd = (jax.device_put(x) for x in state)
