@@ -12,6 +12,7 @@ recently used executables).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -97,17 +98,25 @@ def executable_key(name: str, parts: Sequence[Any]) -> str:
     """A file name for the executable of ``name`` whose compiled form is fixed by ``parts`` (shapes, spec, ...)."""
     import jaxlib
 
+    device = jax.devices()[0]
+    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__,
+                     sys.version_info[:2], device.platform, device.device_kind,
+                     getattr(device.client, "platform_version", None), _cpu_flags(), _source_digest()))
+    return f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
+
+
+@functools.lru_cache(maxsize=None)
+def _source_digest() -> str:
+    """sha256 of the model code the stored programs trace (:data:`_SOURCE_FILES`), read once per process: a key
+    is made for every call of :func:`compiled_executable` (one per block of item rows in the fit statistics)."""
     here = Path(__file__).parent
     source = hashlib.sha256()
     for file in _SOURCE_FILES:
         source.update((here / file).read_bytes())
-    device = jax.devices()[0]
-    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__,
-                     sys.version_info[:2], device.platform, device.device_kind,
-                     getattr(device.client, "platform_version", None), _cpu_flags(), source.hexdigest()))
-    return f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
+    return source.hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_flags() -> str:
     """The host CPU's feature flags (Linux), so that an executable built for one CPU is not run on another."""
     try:

@@ -299,6 +299,15 @@ def damped_newton_direction(g: Any, H: Any, max_step: float = 1.0) -> Any:
 STEP_SIZES = (1.0, 0.5, 0.25, 0.1, 0.0)
 
 
+def best_fraction(objective: Callable[[Any], Any], x: Any, direction: Any) -> Any:
+    """The fraction t in :data:`STEP_SIZES` that maximises ``objective(x + t direction)`` (0: stay), for each
+    entry of the objective's value (the M-step: one per item) or for a scalar one; non-finite values lose."""
+    sizes = jnp.asarray(STEP_SIZES, dtype=x.dtype)
+    values = jax.vmap(lambda t: objective(x + t * direction))(sizes)
+    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+    return sizes[jnp.argmax(values, axis=0)]
+
+
 def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], free_rows: Any, *, columns: tuple,
                   spec: mdl.ModelSpec) -> tuple[Any, Any]:
     """One damped Newton step per item with step halving (each item's objective never falls); anchors stay.
@@ -306,9 +315,7 @@ def _m_step_items(X: Any, counts: Any, nodes: Any, hyper: Mapping[str, Any], fre
     fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
     g, H = block_hessians(fun, X)
     direction = damped_newton_direction(g, H) * free_rows[:, None]
-    values = jax.vmap(lambda t: fun(X + t * direction))(jnp.asarray(STEP_SIZES, dtype=X.dtype))  # (S, I)
-    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
-    best = jnp.asarray(STEP_SIZES, dtype=X.dtype)[jnp.argmax(values, axis=0)]
+    best = best_fraction(fun, X, direction)  # (I,)
     return X + best[:, None] * direction, item_log_prior(X, columns, spec, hyper).sum()
 
 
@@ -410,10 +417,7 @@ def update_hyper(X: Any, counts: Any, nodes: Any, free_rows: Any, hyper: dict[st
         # the fraction of the step that raises F most (0: stay): the joint Hessian leaves out how the centres
         # couple through the items (log a with d), and the full step then overshot, mu_a swinging between 0.16
         # and 0.42 without end on a 3PL form with its anchors held fixed
-        sizes = jnp.asarray(STEP_SIZES, dtype=h.dtype)
-        values = jax.vmap(lambda t: objective(h - t * step))(sizes)
-        values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
-        h = h - sizes[jnp.argmax(values)] * step
+        h = h - best_fraction(objective, h, -step) * step
     return {k: h[j] for j, k in enumerate(names)}
 
 

@@ -45,14 +45,17 @@ def eap(weights: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return mean, np.sqrt(np.maximum(var, 0.0))
 
 
-def _inverse_cdf(weights: np.ndarray, nodes: np.ndarray, u: np.ndarray, cdf: np.ndarray | None = None) -> np.ndarray:
+def _inverse_cdf(weights: np.ndarray, nodes: np.ndarray, u: np.ndarray, cdf: np.ndarray | None = None,
+                 idx: np.ndarray | None = None) -> np.ndarray:
     """The u-quantile (u: (E,), or (S, E) for S draws at once) of each examinee's posterior over the nodes, the
     mass of node q spread evenly over its cell [theta_q - h/2, theta_q + h/2] (h the node spacing): a
-    piecewise-linear CDF."""
+    piecewise-linear CDF. ``idx``: the node each u falls in (the count of CDF values below it, at most Q - 1),
+    where the caller has counted it already."""
     h = nodes[1] - nodes[0]
     cdf = np.cumsum(weights, axis=1) if cdf is None else cdf
     rows = np.arange(weights.shape[0])
-    idx = np.minimum((cdf < u[..., None]).sum(axis=-1), len(nodes) - 1)
+    if idx is None:
+        idx = np.minimum((cdf < u[..., None]).sum(axis=-1), len(nodes) - 1)
     below = cdf[rows, idx] - weights[rows, idx]
     frac = np.clip((u - below) / np.maximum(weights[rows, idx], 1e-300), 0.0, 1.0)
     return nodes[idx] - h / 2 + frac * h
@@ -75,17 +78,12 @@ def sample_abilities(weights: np.ndarray, nodes: np.ndarray, n: int, rng: np.ran
     out = np.empty((n, n_examinees), dtype=np.float32)
     cdf = np.cumsum(weights, axis=1)
     cdf_by_node = np.ascontiguousarray(cdf.T)
-    h = nodes[1] - nodes[0]
-    rows = np.arange(n_examinees)
     for start in range(0, n, block):
         u = rng.uniform(size=(min(n, start + block) - start, n_examinees))
         idx = np.zeros(u.shape, dtype=np.intp)
         for q in range(n_nodes - 1):  # the last node takes whatever lies above every CDF value
             idx += cdf_by_node[q] < u
-        mass = weights[rows, idx]
-        below = cdf[rows, idx] - mass
-        frac = np.clip((u - below) / np.maximum(mass, 1e-300), 0.0, 1.0)
-        out[start:start + u.shape[0]] = nodes[idx] - h / 2 + frac * h
+        out[start:start + u.shape[0]] = _inverse_cdf(weights, nodes, u, cdf, idx)
     return out
 
 
