@@ -210,8 +210,8 @@ def main() -> None:
     parser.add_argument("--model", default="3pl", choices=("3pl", "2pl"),
                         help="generating and fitted model (2pl: every c = 0)")
     parser.add_argument("--a-centre", choices=("learned", "fixed"), default=None,
-                        help="with --item-prior hierarchical: learn the centre of the log a prior (the estimator's "
-                             "default) or keep it at 0")
+                        help="learn the centre of the log a prior (the estimator's default, under either item "
+                             "prior) or keep it at 0")
     args = parser.parse_args()
     fit_options: dict = {}
     if args.c_concentration is not None or args.n_choices is not None or args.a_centre is not None:

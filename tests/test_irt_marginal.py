@@ -4,6 +4,7 @@ agreement between information estimates, recovery of known parameters, groups an
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import warnings
 from pathlib import Path
 
@@ -206,27 +207,56 @@ def test_slope_prior_pull_warns_above_the_threshold_only_under_fixed_centres():
     assert mf.slope_prior_pull(np.full(20, edge * 0.99), fixed) is None
     assert mf.slope_prior_pull(np.full(20, 0.3), fixed) is None            # low side: not the prior's doing
     assert mf.slope_prior_pull(np.full(20, 3.0), learned) is None
+    assert mf.slope_prior_pull(np.full(20, 3.0), replace(fixed, learn_a_centre=True)) is None  # the em default
     shifted = mdl.ModelSpec(kind="3pl", item_prior="fixed", log_a_loc=float(np.log(2.0)))
     assert mf.slope_prior_pull(np.full(20, 2.5), shifted) is None           # measured from the prior's own centre
     assert mf.slope_prior_pull(np.full(20, 2.0 * edge * 1.01), shifted) is not None
 
 
-def test_high_slopes_under_the_default_prior_raise_a_prior_warning_and_the_learned_centre_lifts_them():
+def test_high_slopes_a_fixed_slope_centre_pulls_down_warn_and_the_default_learned_centre_lifts_them():
     a = 2.0 * np.exp(np.random.default_rng(1).normal(0.0, 0.35, 40))
     responses, truth = simulate(40, 1000, model="2pl", seed=2, a=a)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         default = irtexam.fit(responses, model="2pl")
-        learned = irtexam.fit(responses, model="2pl", item_prior="hierarchical")
+        fixed = irtexam.fit(responses, model="2pl", slope_centre="fixed")
     pulls = [w for w in caught if w.category is irtexam.PriorWarning]
-    assert len(pulls) == 1 and "hierarchical" in str(pulls[0].message)
-    assert any("median slope" in m for m in default.warnings)
-    assert not any("median slope" in m for m in learned.warnings)
+    assert len(pulls) == 1 and "--slope-centre learned" in str(pulls[0].message)
+    assert any("median slope" in m for m in fixed.warnings)
+    assert not any("median slope" in m for m in default.warnings)
     s = truth["theta"].std()
     ratio = {name: float(np.exp(np.mean(np.log(f.items.reindex(list(responses.items))["a"].to_numpy() / (a * s)))))
-             for name, f in (("default", default), ("learned", learned))}
-    assert ratio["default"] < ratio["learned"]  # the fixed centre pulls the slopes down
-    assert abs(ratio["learned"] - 1) < 0.05
+             for name, f in (("default", default), ("fixed", fixed))}
+    assert ratio["fixed"] < ratio["default"]  # the fixed centre pulls the slopes down
+    assert abs(ratio["default"] - 1) < 0.03
+    prior = default.fit_stats["item_prior"]
+    assert prior["slope_centre"] == "learned" and prior["a_median"] > 1.5  # the learned centre sits near the slopes
+    assert fixed.fit_stats["item_prior"]["slope_centre"] == "fixed" and fixed.fit_stats["item_prior"]["a_median"] == 1.0
+
+
+def test_slope_centre_update_by_hand_and_as_the_normal_normal_fixed_point():
+    # mu = (sum log a / s^2 + m0 / s0^2) / (n / s^2 + 1 / s0^2)
+    assert mg.slope_centre_update(np.array([0.2, 0.4, 0.9]), 1.0, 0.0, 1.0) == pytest.approx(1.5 / 4)
+    assert mg.slope_centre_update(np.array([0.2, 0.4, 0.9]), 0.5, 0.3, 2.0) == pytest.approx(
+        (1.5 / 0.25 + 0.3 / 4) / (3 / 0.25 + 1 / 4))
+    # iterated with each item's normal-normal mode (estimate e_i, se_i) it converges to the marginal-likelihood
+    # centre: the precision-weighted mean of the estimates with weights 1 / (s^2 + se_i^2) (flat hyperprior)
+    rng = np.random.default_rng(0)
+    e, se, s = rng.normal(0.5, 0.4, 50), rng.uniform(0.1, 0.8, 50), 0.5
+    mu = 0.0
+    for _ in range(500):
+        modes = (e / se ** 2 + mu / s ** 2) / (1 / se ** 2 + 1 / s ** 2)
+        mu = mg.slope_centre_update(modes, s, 0.0, 1e6)
+    w = 1 / (s ** 2 + se ** 2)
+    assert mu == pytest.approx(np.sum(w * e) / np.sum(w), abs=1e-8)
+
+
+def test_a_learned_slope_centre_needs_the_marginal_estimator():
+    responses, _ = simulate(10, 100, model="2pl", seed=3)
+    with pytest.raises(irtexam.IrtexamError, match="slope_centre='learned'.*method='em'"):
+        irtexam.fit(responses, model="2pl", method="map", slope_centre="learned")
+    with pytest.raises(irtexam.IrtexamError, match="slope_centre must be one of"):
+        irtexam.fit(responses, model="2pl", slope_centre="floating")
 
 # ----------------------------------------------------------------------------- groups and anchors
 def test_two_groups_recover_the_second_groups_mean_and_sd():

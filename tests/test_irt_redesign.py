@@ -178,7 +178,10 @@ def test_sites_declare_the_priors_once():
     assert sites["a"].hyper is None  # the joint mode and NUTS keep log a centred on log_a_loc
     floating = {s.name: s for s in mdl.item_sites(mdl.ModelSpec(kind="3pl", learn_a_centre=True))}
     assert floating["a"].hyper == "mu_a"
-    assert mdl.hyper_names(mdl.ModelSpec(kind="3pl", learn_a_centre=True, item_prior="fixed")) == ()
+    # under "fixed" the slope centre is the one learned centre (the marginal default, slope_centre="learned")
+    assert mdl.hyper_names(mdl.ModelSpec(kind="3pl", learn_a_centre=True, item_prior="fixed")) == ("mu_a",)
+    assert mdl.hyper_names(mdl.ModelSpec(kind="3pl", learn_a_centre=False, item_prior="fixed")) == ()
+    assert mdl.hyper_names(mdl.ModelSpec(kind="3pl", learn_a_centre=True, item_prior="none")) == ()
     rng = np.random.default_rng(0)
     u = {"a": rng.normal(size=4), "d": rng.normal(size=4), "c": rng.normal(size=4) - 1}
     # the gradient the solvers use is the derivative of the density the posterior uses (finite differences)
@@ -201,7 +204,8 @@ def test_one_option_table_for_python_and_the_cli():
     table = {o.name: o.group for o in config.OPTIONS}
     assert estimator == {n for n, g in table.items() if g == "estimator"} - {"method"}
     assert output == {n for n, g in table.items() if g == "output"}
-    assert set(config.MODEL_OPTIONS) == {"model", "guessing", "n_choices", "identify", "residual", "item_prior"}
+    assert set(config.MODEL_OPTIONS) == {"model", "guessing", "n_choices", "identify", "residual", "item_prior",
+                                         "slope_centre"}
     doc = irtexam.fit.__doc__
     missing = [name for name in table if f"``{name}``" not in doc]
     assert not missing, f"fit's docstring does not name {missing}"

@@ -78,14 +78,15 @@ def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> s
 # log(a_hat / a*) -0.062 (8 reps), which biased linking constants A low by 0.03-0.06; with 1.0, +0.031 (the small-sample
 # 3PL inflation, shared by both groups of a link). Recovery at 150 x 800 and 10 x 2000 is unchanged within noise.
 # With the fixed centre the pull remains (80 single-group 3PL fits, sigma from 0.6 to 1.6: the error in log A falls
-# by 0.05-0.065 per unit of log sigma); item_prior="hierarchical" learns the centre (ModelSpec.learn_a_centre).
+# by 0.05-0.065 per unit of log sigma); the marginal estimator learns the centre by default (slope_centre="learned",
+# ModelSpec.learn_a_centre).
 MARGINAL_LOG_A_SCALE = 1.0
 
 
 def default_item_prior(method: str) -> str:
     """The item prior each estimator uses unless told otherwise: "hierarchical" (learned centres of the
-    priors on d and c) for the joint mode and NUTS, "fixed" (centred on log a = 0, d = 0, c = 1 / n_choices) for
-    the marginal estimator. Given "hierarchical", the marginal estimator learns the centres of log a, d and c by
+    priors on d and c) for the joint mode and NUTS, "fixed" (centred on d = 0, c = 1 / n_choices, with the centre
+    of log a learned by default, ``slope_centre="learned"``) for the marginal estimator. Given "hierarchical", the marginal estimator learns the centres of log a, d and c by
     empirical Bayes (a Laplace approximation
     to their marginal likelihood, :func:`irtexam.irt.marginal.update_hyper`). With guessing around 1 / n_choices
     both do equally well (simulated 3PL, 150 items x 800, c ~ Beta(5, 15), 10 replications: fixed c +0.003, a
@@ -93,10 +94,11 @@ def default_item_prior(method: str) -> str:
     is far better (c ~ U(0.05, 0.30), four regimes: c +0.047 to +0.055 fixed, -0.014 to +0.017 learned;
     docs/guide/fit.md), but on an exam that 95% of the answers get right it drifts up (0.63 for a true 0.2,
     :func:`irtexam.irt.marginal.laplace_hyper_objective`), where the fixed centre holds. With slopes far above
-    a = 1 the fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 fixed,
-    x0.989 learned; 2PL x0.944 against x0.996), and such a fit says so
-    (:func:`irtexam.irt.marginal_fit.slope_prior_pull`, :class:`irtexam.PriorWarning`). The fixed centre stays
-    the default until the easy-exam case is solved."""
+    a = 1 a fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 fixed,
+    x0.984 learned; 2PL x0.944 against x0.996), which is why the marginal estimator learns that centre by default
+    (``slope_centre``; with it fixed a fit says so, :func:`irtexam.irt.marginal_fit.slope_prior_pull`,
+    :class:`irtexam.PriorWarning`). The centres of d and c stay fixed by default until the easy-exam case is
+    solved."""
     return "fixed" if method == "em" else "hierarchical"
 
 
@@ -134,7 +136,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     ``irtexam fit``:
 
     * model: ``model``, ``facets`` and the keywords ``guessing``, ``n_choices``, ``identify``,
-      ``residual``, ``item_prior``, or a whole ``spec``;
+      ``residual``, ``item_prior``, ``slope_centre``, or a whole ``spec``;
     * estimator: ``method``, ``seed`` and :class:`~irtexam.config.EstimatorOptions` (``options=``, or
       its fields as keywords: ``heldout``, ``abilities``, ``groups``, ``reference_group``, ``fixed_items``,
       ``init``, ``se``, ``chains``, ``warmup``, ``samples``, ``target_accept``, ``max_iter``, ``tol``,
@@ -183,15 +185,17 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         raise IrtexamError("groups and fixed_items need the marginal estimator: method='em' (CLI: --method em)")
     if spec is None:
         item_prior = model_options.get("item_prior") or default_item_prior(method)
+        slope_centre = model_options.get("slope_centre") or ("learned" if method == "em" else "fixed")
         spec = mdl.ModelSpec(kind=kind, **{k: v for k, v in model_options.items()
-                                                                  if k != "item_prior"},
-                             facets=facet_names, item_prior=item_prior, learn_a_centre=method == "em",
+                                           if k not in ("item_prior", "slope_centre")},
+                             facets=facet_names, item_prior=item_prior, learn_a_centre=slope_centre == "learned",
                              log_a_scale=MARGINAL_LOG_A_SCALE if method == "em" else mdl.ModelSpec.log_a_scale)
     else:
         spec = replace(spec, facets=facet_names or spec.facets)
-    if method != "em" and spec.learn_a_centre and spec.item_prior == "hierarchical":
-        raise IrtexamError("learn_a_centre needs method='em': the joint mode and NUTS fix the ability scale by the "
-                           "abilities' prior, and keep log a centred on log_a_loc")
+    if method != "em" and spec.learn_a_centre and spec.item_prior != "none":
+        raise IrtexamError("a learned slope centre (slope_centre='learned', learn_a_centre) needs method='em': the "
+                           "joint mode and NUTS fix the ability scale by the abilities' prior, and keep log a centred "
+                           "on log_a_loc")
     if method != "em" and spec.item_prior == "none":
         raise IrtexamError("item_prior='none' (marginal maximum likelihood) needs method='em'; the joint mode "
                            "and NUTS need proper item priors")

@@ -308,9 +308,10 @@ def _proportions(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def _discrimination_site(spec: Any) -> Site:
-    """log a ~ N(log_a_loc, log_a_scale^2); centred on the learned mu_a with ``spec.learn_a_centre``."""
-    return Site("a", EXP, Normal(spec.log_a_loc, spec.log_a_scale),
-                hyper=_hyper(spec, "mu_a") if spec.learn_a_centre else None)
+    """log a ~ N(log_a_loc, log_a_scale^2); centred on the learned mu_a with ``spec.learn_a_centre`` (under the
+    "fixed" item prior too: the slope centre is the only one learned there)."""
+    learned = spec.learn_a_centre and spec.item_prior != "none"
+    return Site("a", EXP, Normal(spec.log_a_loc, spec.log_a_scale), hyper="mu_a" if learned else None)
 
 
 def _hyper(spec: Any, name: str) -> str | None:

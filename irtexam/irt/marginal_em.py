@@ -21,7 +21,7 @@ from . import model as mdl
 from .examinee_blocks import response_blocks
 from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
-                       quadrature, to_matrix, update_hyper)
+                       quadrature, slope_centre_update, to_matrix, update_hyper)
 from .marginal_information import louis_hessian, marginal_scores, score_cross_product
 
 # The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal_information.louis_hessian`) costs about
@@ -146,6 +146,8 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         hyper_keys = tuple(sorted(hyper))
+        closed_form_centre = hyper_keys == ("mu_a",) and spec.item_prior != "hierarchical"
+        a_column = columns.index("a") if closed_form_centre else -1
 
         def em_map(state: tuple) -> tuple[tuple, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd, h), h the learned prior centres in ``hyper_keys``
@@ -157,7 +159,10 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             X_new, prior_value = m_step(X, counts, nodes, current, free)
             new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             value = float(ll) + float(prior_value)
-            if hyper_keys:  # the learned prior centres (item_prior="hierarchical"), empirical Bayes
+            if closed_form_centre:  # item_prior="fixed": only the slope centre is learned, in closed form
+                h = np.array([slope_centre_update(np.asarray(X_new)[free_rows, a_column], spec.log_a_scale,
+                                                  *mdl.hyper_prior(spec)["mu_a"])])
+            elif hyper_keys:  # the learned prior centres (item_prior="hierarchical"), empirical Bayes
                 stepped = hyper_step(X_new, counts, nodes, free, current)
                 h = np.array([float(stepped[k]) for k in hyper_keys])
             return (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
@@ -304,7 +309,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
                         if information else compiled["hessian"]),
             # the learned prior centres' step (third derivatives: about 5 s to trace at 200 items)
             "hyper_step": (store("em-hyper-step", parts, compiled["hyper_step"], (X, counts, nodes, free, hyper))
-                           if hyper else None)}
+                           if hyper and spec.item_prior == "hierarchical" else None)}
 
 
 @dataclass

@@ -181,26 +181,27 @@ def start_matrix(init: Any, spec: mdl.ModelSpec, design: mdl.Design, columns: Se
 # ----------------------------------------------------------------------------- result
 # How far (in log a) the median slope may sit from a fixed slope prior's centre before a fit says the prior pulls
 # it: log 1.4. Simulated 3PL, 150 items x 800, a ~ LogNormal(log 1.8, 0.35): the fixed centre a = 1 (log a ~ N(0,
-# 0.5^2)) gave slopes x0.918 and b slope 1.056; the learned centre (item_prior="hierarchical") x0.989, 0.996.
+# 1)) gave slopes x0.918 and b slope 1.056; the learned centre (slope_centre="learned", the default) x0.984, 0.997.
 SLOPE_PULL_LOG = float(np.log(1.4))
 
 
 def slope_prior_pull(a: np.ndarray, spec: mdl.ModelSpec) -> str | None:
     """The warning for slopes whose median lies above exp(log_a_loc + :data:`SLOPE_PULL_LOG`) under a fixed
-    slope prior (``item_prior="fixed"``), which pulls them down towards its centre; None otherwise.
+    slope prior (``item_prior="fixed"`` with ``slope_centre="fixed"``), which pulls them down towards its
+    centre; None otherwise (the default learns the centre).
 
     Only the high side: on simulated 3PL exams with slopes around 0.6 every estimator's slopes come out too
     large at 800 examinees (fixed centre x1.09, learned x1.11, no prior x1.28): that is the 3PL's small-sample
     inflation, which a learned centre does not cure.
     """
-    if spec.item_prior != "fixed" or not spec.has_discrimination or np.size(a) < 5:
+    if spec.item_prior != "fixed" or spec.learn_a_centre or not spec.has_discrimination or np.size(a) < 5:
         return None
     median = float(np.median(a))
     if not np.log(median) - spec.log_a_loc > SLOPE_PULL_LOG:
         return None
     return (f"the items' median slope {median:.2f} lies far above the slope prior's fixed centre "
             f"a = {np.exp(spec.log_a_loc):.2g}, which pulls the slopes (and the spread of b) towards it; "
-            "item_prior='hierarchical' (--item-prior hierarchical) learns that centre from the items")
+            "slope_centre='learned' (--slope-centre learned, the default of em) learns that centre from the items")
 
 
 def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray,

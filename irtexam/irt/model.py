@@ -79,12 +79,16 @@ class ModelSpec:
             harder or easier than the examinees, or with fewer guessable items than 1 / n_choices,
             otherwise has every item shrunk towards the wrong centre: on data/real_run (median b 1.5) the fixed priors made the
             3PL over-predict the number of correct answers by 6%.
-        learn_a_centre: with ``item_prior="hierarchical"``, learn the centre of the log a prior too,
-            log a_i ~ N(mu_a, log_a_scale^2) with mu_a ~ N(log_a_loc, 1) (BILOG's floating slope prior).
-            Only where a population distribution fixes the ability scale (the marginal estimator, which
-            turns it on): a prior centred on a = 1 pulls the slopes of a group spread wider or narrower than
-            the reference towards 1, and with it the linking constant A (:data:`irtexam.irt.fit.MARGINAL_LOG_A_SCALE`).
-            The joint mode and NUTS keep log a centred on log_a_loc.
+        learn_a_centre: learn the centre of the log a prior, log a_i ~ N(mu_a, log_a_scale^2) with
+            mu_a ~ N(log_a_loc, 1) (BILOG's floating slope prior; the fit option ``slope_centre="learned"``).
+            Under ``item_prior="fixed"`` it is the only learned centre, updated in closed form each EM cycle
+            (:func:`irtexam.irt.marginal.slope_centre_update`); under "hierarchical" it joins the Laplace step
+            of the other centres. Only where a population distribution fixes the ability scale (the marginal
+            estimator, which turns it on by default): a prior centred on a = 1 pulls slopes that sit away from
+            1 towards it (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 with the centre fixed, x0.984
+            learned), and with them the linking constant A of a group spread wider or narrower than the
+            reference (:data:`irtexam.irt.fit.MARGINAL_LOG_A_SCALE`). The joint mode and NUTS keep log a
+            centred on log_a_loc.
     """
 
     kind: str = "3pl"
@@ -116,6 +120,11 @@ class ModelSpec:
             raise IrtexamError(f"unknown item prior '{self.item_prior}'; choose one of {', '.join(ITEM_PRIORS)}")
         if self.n_choices < 2:
             raise IrtexamError("n_choices must be at least 2")
+
+    @property
+    def slope_centre(self) -> str:
+        """The centre of the log a prior: "learned" with :attr:`learn_a_centre` (the option ``slope_centre``), else "fixed"."""
+        return "learned" if self.learn_a_centre else "fixed"
 
     @property
     def kind_object(self) -> kinds.Kind:
@@ -164,13 +173,14 @@ def hyper_prior(spec: ModelSpec) -> dict[str, tuple[float, float]]:
 
 
 def hyper_sites(spec: ModelSpec) -> tuple[Site, ...]:
-    """The hyperparameters locating the item priors ("hierarchical" item priors only), in item-site order."""
+    """The hyperparameters locating the item priors (:func:`hyper_names`), in item-site order."""
     prior = hyper_prior(spec)
     return tuple(hyper_site(site, Normal(*prior[site.hyper])) for site in item_sites(spec) if site.hyper)
 
 
 def hyper_names(spec: ModelSpec) -> tuple[str, ...]:
-    """The hyperparameters of a hierarchical item prior (() for "fixed" and "none")."""
+    """The learned centres of the item priors: those of a hierarchical prior, mu_a alone under "fixed" with
+    ``learn_a_centre``, () otherwise."""
     return tuple(site.name for site in hyper_sites(spec))
 
 
@@ -312,12 +322,15 @@ def item_prior_locations(spec: ModelSpec, hyper: Mapping[str, Any] | None = None
 
 
 def item_prior_summary(spec: ModelSpec, hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The centres of the item priors a fit used, on the reported scale: ``a_median`` = exp(log_a_loc),
+    """The centres of the item priors a fit used, on the reported scale: ``slope_centre`` ("learned" or "fixed"),
+    ``a_median`` = exp(mu_a) (learned) or exp(log_a_loc),
     ``d_location`` = mu_d (GRM: ``b1_location``), ``c_mean`` = sigmoid(mu_c) (the prior mean of c); only
     ``kind`` for flat priors ("none")."""
     out: dict[str, Any] = {"kind": spec.item_prior}
     if spec.item_prior == "none":
         return out
+    if spec.has_discrimination:
+        out["slope_centre"] = spec.slope_centre
     loc = item_prior_locations(spec, {k: float(np.asarray(v)) for k, v in (hyper or {}).items()})
     if spec.has_discrimination:
         out["a_median"] = float(np.exp(loc["a"]))
