@@ -48,6 +48,54 @@ def test_fixed_guessing_flag(tmp_path, capsys):
     assert len(summary) == 1 and "c:" not in summary[0]  # a 2PL has no c to report
 
 
+def test_every_model_option_of_the_table_reaches_the_fit(tmp_path, monkeypatch):
+    """The CLI passes each model row of irtexam.config.OPTIONS to fit(): a row added to the table cannot be
+    parsed and then dropped (--slope-centre was, at first)."""
+    from irtexam import config
+    import importlib
+
+    fit_module = importlib.import_module("irtexam.irt.fit")  # the command imports fit() from it when it runs
+
+    responses = tmp_path / "r.csv"
+    main(["simulate", "--items", "10", "--examinees", "50", "--out", str(responses)])
+    seen: dict = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(fit_module, "fit", capture)
+    with pytest.raises(Stop):
+        main(["fit", str(responses), "--model", "2pl", "--slope-centre", "fixed", "--item-prior", "none",
+              "--out", str(tmp_path / "fit")])
+    assert set(config.MODEL_OPTIONS) - {"model"} <= set(seen)
+    assert seen["slope_centre"] == "fixed" and seen["item_prior"] == "none"
+
+
+def test_slope_centre_flag_reaches_the_fit_folder_and_the_fixed_centre_warns(tmp_path, capsys):
+    import numpy as np
+    from irtexam.irt.simulate import simulate
+
+    a = 2.0 * np.exp(np.random.default_rng(1).normal(0.0, 0.35, 30))
+    rm, _ = simulate(30, 800, model="2pl", seed=2, a=a)
+    data = tmp_path / "hi.csv"
+    rm.to_long(include_missing=False)[["item", "examinee", "response"]].to_csv(data, index=False)
+    for centre in ("learned", "fixed"):
+        assert main(["fit", str(data), "--model", "2pl", "--slope-centre", centre, "--out", str(tmp_path / centre)]) == 0
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err  # warnings go to stderr
+    prior = {c: json.loads((tmp_path / c / "meta.json").read_text())["fit_stats"]["item_prior"]
+             for c in ("learned", "fixed")}
+    assert prior["learned"]["slope_centre"] == "learned" and prior["learned"]["a_median"] > 1.5
+    assert prior["fixed"]["slope_centre"] == "fixed" and prior["fixed"]["a_median"] == 1.0
+    assert printed.count("median slope") == 1 and "--slope-centre learned" in printed  # only the fixed centre warns
+    a_hat = {c: pd.read_csv(tmp_path / c / "items.csv")["a"].median() for c in ("learned", "fixed")}
+    assert a_hat["fixed"] < a_hat["learned"]
+
+
 @pytest.mark.parametrize("content,expected", [
     ("item,examinee,score\nq1,e1,1\n", "column 'response'"),
     ("item,examinee,response\nq1,e1,1\nq1,e1,0\n", "row 2"),

@@ -320,7 +320,8 @@ def _fixed_item_fit(new: Any, responses: Any, anchors_table: pd.DataFrame, *, se
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return irtexam.fit(responses, model=new.spec.kind, guessing=new.spec.guessing, n_choices=new.spec.n_choices,
-                           item_prior=new.spec.item_prior, method="em", fixed_items=anchors_table, se=se,
+                           item_prior=new.spec.item_prior, slope_centre=new.spec.slope_centre, method="em",
+                           fixed_items=anchors_table, se=se,
                            seed=seed, init=init)
 
 
@@ -406,6 +407,7 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
         # (one population for both would pull the groups together and bias A and B)
         joint = irtexam.fit(joint_rm, model=old.spec.kind, guessing=old.spec.guessing, seed=seed,
                             n_choices=old.spec.n_choices, item_prior=old.spec.item_prior,
+                            slope_centre=old.spec.slope_centre,
                             draws=max(n_draws, 20), method="em", groups="linking_form", reference_group="old")
     ids = list(map(str, joint.items.index))
     old_pos = np.array([ids.index(i) for i in map(str, old.items.index)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ..config import add_arguments
+from ..config import MODEL_OPTIONS, add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
         print("method: marginal EM (auto: no facets; --method map forces the joint mode)", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once
+        # every model option of the table (irtexam.config.OPTIONS), so a new row cannot be parsed and dropped
+        model_options = {name: getattr(args, name) for name in MODEL_OPTIONS if name != "model"}
         result = fit(responses, model=args.model, facets=facets, method=method, seed=args.seed,
-                     guessing=args.guessing, n_choices=args.n_choices, identify=args.identify,
-                     residual=args.residual, item_prior=args.item_prior, heldout=args.heldout,
+                     **model_options, heldout=args.heldout,
                      abilities=args.abilities, groups=args.groups,
                      chains=args.chains, warmup=args.warmup,
                      samples=args.samples, target_accept=args.target_accept, progress=method == "nuts")
