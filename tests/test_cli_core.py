@@ -48,9 +48,9 @@ def test_fixed_guessing_flag(tmp_path, capsys):
     assert len(summary) == 1 and "c:" not in summary[0]  # a 2PL has no c to report
 
 
-def test_every_model_option_of_the_table_reaches_the_fit(tmp_path, monkeypatch):
-    """The CLI passes each model row of irtexam.config.OPTIONS to fit(): a row added to the table cannot be
-    parsed and then dropped (--slope-centre was, at first)."""
+def test_every_option_with_a_flag_reaches_the_fit(tmp_path, monkeypatch):
+    """The CLI passes each row of irtexam.config.OPTIONS that has a flag to fit(): a row added to the table
+    cannot be parsed and then dropped (--slope-centre was, at first)."""
     from irtexam import config
     import importlib
 
@@ -70,9 +70,10 @@ def test_every_model_option_of_the_table_reaches_the_fit(tmp_path, monkeypatch):
     monkeypatch.setattr(fit_module, "fit", capture)
     with pytest.raises(Stop):
         main(["fit", str(responses), "--model", "2pl", "--slope-centre", "fixed", "--item-prior", "none",
-              "--out", str(tmp_path / "fit")])
-    assert set(config.MODEL_OPTIONS) - {"model"} <= set(seen)
-    assert seen["slope_centre"] == "fixed" and seen["item_prior"] == "none"
+              "--heldout", "0.2", "--out", str(tmp_path / "fit")])
+    assert {option.name for option in config.OPTIONS if option.cli} <= set(seen)
+    assert seen["slope_centre"] == "fixed" and seen["item_prior"] == "none" and seen["heldout"] == 0.2
+    assert seen["model"] == "2pl" and seen["method"] == "em"  # the method as the command resolved it
 
 
 def test_slope_centre_flag_reaches_the_fit_folder_and_the_fixed_centre_warns(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ..config import MODEL_OPTIONS, add_arguments
+from ..config import OPTIONS, add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,13 +112,10 @@ def run(args: argparse.Namespace) -> int:
         print("method: marginal EM (auto: no facets; --method map forces the joint mode)", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once
-        # every model option of the table (irtexam.config.OPTIONS), so a new row cannot be parsed and dropped
-        model_options = {name: getattr(args, name) for name in MODEL_OPTIONS if name != "model"}
-        result = fit(responses, model=args.model, facets=facets, method=method, seed=args.seed,
-                     **model_options, heldout=args.heldout,
-                     abilities=args.abilities, groups=args.groups,
-                     chains=args.chains, warmup=args.warmup,
-                     samples=args.samples, target_accept=args.target_accept, progress=method == "nuts")
+        # every option the parser has a flag for (irtexam.config.OPTIONS, cli=True), so a new row cannot be
+        # parsed and dropped; the method as resolved above
+        given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
+        result = fit(responses, facets=facets, **{**given, "method": method}, progress=method == "nuts")
     out = result.save(args.out)
     print(format_summary(result))
     for message in result.warnings:

@@ -146,8 +146,12 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         hyper_keys = tuple(sorted(hyper))
-        closed_form_centre = hyper_keys == ("mu_a",) and spec.item_prior != "hierarchical"
-        a_column = columns.index("a") if closed_form_centre else -1
+        if hyper and spec.item_prior != "hierarchical":  # "fixed": the slope centre alone, in closed form
+            a_column, slope_hyper = columns.index("a"), mdl.hyper_prior(spec)["mu_a"]
+
+            def hyper_step(X_new: Any, counts: Any, nodes: Any, free: Any, current: Any) -> dict[str, float]:
+                return {"mu_a": slope_centre_update(np.asarray(X_new)[free_rows, a_column], spec.log_a_scale,
+                                                    *slope_hyper)}
 
         def em_map(state: tuple) -> tuple[tuple, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd, h), h the learned prior centres in ``hyper_keys``
@@ -159,10 +163,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             X_new, prior_value = m_step(X, counts, nodes, current, free)
             new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             value = float(ll) + float(prior_value)
-            if closed_form_centre:  # item_prior="fixed": only the slope centre is learned, in closed form
-                h = np.array([slope_centre_update(np.asarray(X_new)[free_rows, a_column], spec.log_a_scale,
-                                                  *mdl.hyper_prior(spec)["mu_a"])])
-            elif hyper_keys:  # the learned prior centres (item_prior="hierarchical"), empirical Bayes
+            if hyper_keys:  # the learned prior centres, empirical Bayes
                 stepped = hyper_step(X_new, counts, nodes, free, current)
                 h = np.array([float(stepped[k]) for k in hyper_keys])
             return (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
