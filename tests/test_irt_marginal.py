@@ -234,10 +234,10 @@ def test_high_slopes_a_fixed_slope_centre_pulls_down_warn_and_the_default_learne
     assert fixed.fit_stats["item_prior"]["slope_centre"] == "fixed" and fixed.fit_stats["item_prior"]["a_median"] == 1.0
 
 
-def test_slope_centre_update_by_hand_and_as_the_normal_normal_fixed_point():
-    # mu = (sum log a / s^2 + m0 / s0^2) / (n / s^2 + 1 / s0^2)
-    assert mg.slope_centre_update(np.array([0.2, 0.4, 0.9]), 1.0, 0.0, 1.0) == pytest.approx(1.5 / 4)
-    assert mg.slope_centre_update(np.array([0.2, 0.4, 0.9]), 0.5, 0.3, 2.0) == pytest.approx(
+def test_centre_update_by_hand_and_as_the_normal_normal_fixed_point():
+    # mu = (tau sum u + m0 / s0^2) / (n tau + 1 / s0^2), tau = 1 / s^2 for a normal prior of sd s
+    assert mg.centre_update(np.array([0.2, 0.4, 0.9]), 1.0, 0.0, 1.0) == pytest.approx(1.5 / 4)
+    assert mg.centre_update(np.array([0.2, 0.4, 0.9]), 1 / 0.25, 0.3, 2.0) == pytest.approx(
         (1.5 / 0.25 + 0.3 / 4) / (3 / 0.25 + 1 / 4))
     # iterated with each item's normal-normal mode (estimate e_i, se_i) it converges to the marginal-likelihood
     # centre: the precision-weighted mean of the estimates with weights 1 / (s^2 + se_i^2) (flat hyperprior)
@@ -246,9 +246,28 @@ def test_slope_centre_update_by_hand_and_as_the_normal_normal_fixed_point():
     mu = 0.0
     for _ in range(500):
         modes = (e / se ** 2 + mu / s ** 2) / (1 / se ** 2 + 1 / s ** 2)
-        mu = mg.slope_centre_update(modes, s, 0.0, 1e6)
+        mu = mg.centre_update(modes, 1 / s ** 2, 0.0, 1e6)
     w = 1 / (s ** 2 + se ** 2)
     assert mu == pytest.approx(np.sum(w * e) / np.sum(w), abs=1e-8)
+
+
+def test_update_centres_by_hand_for_each_prior():
+    """update_centres: each learned centre from its own column of the free items, with the prior's precision at
+    the current centre: 1 / s^2 for log a (s = log_a_scale) and d (s = b_scale), kappa m (1 - m) for logit c
+    (m = sigmoid(mu_c)); anchors (rows not free) left out; a spec that learns only mu_a moves only mu_a."""
+    spec = mdl.ModelSpec(kind="3pl", item_prior="hierarchical", learn_a_centre=True, n_choices=5, c_concentration=16)
+    columns = ("a", "d", "c")
+    X = np.array([[0.1, -1.0, -1.5], [0.5, 0.5, -2.0], [0.3, 2.0, -1.0], [9.0, 9.0, 9.0]])
+    free = np.array([True, True, True, False])
+    current = {"mu_a": 0.0, "mu_d": 0.0, "mu_c": -1.2}
+    out = mg.update_centres(X, free, current, columns=columns, spec=spec)
+    assert out["mu_a"] == pytest.approx((0.9 / 0.25 + 0.0) / (3 / 0.25 + 1.0))
+    assert out["mu_d"] == pytest.approx((1.5 / 4) / (3 / 4 + 1 / 4))        # hyperprior N(0, b_scale^2)
+    m = 1 / (1 + np.exp(1.2))
+    tau = 16 * m * (1 - m)
+    assert out["mu_c"] == pytest.approx((tau * -4.5 + np.log(0.2 / 0.8)) / (3 * tau + 1.0))
+    only_slope = mdl.ModelSpec(kind="3pl", item_prior="fixed", learn_a_centre=True)
+    assert set(mg.update_centres(X, free, {"mu_a": 0.0}, columns=columns, spec=only_slope)) == {"mu_a"}
 
 
 def test_a_learned_slope_centre_needs_the_marginal_estimator():

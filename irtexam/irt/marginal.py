@@ -16,9 +16,9 @@ alone, marginal maximum likelihood). Bock and Aitkin's EM:
   log prior(item_i) (per-item 2x2 / 3x3 / (K+1)x(K+1) Hessian blocks from JAX), step-halving so
   that each item's objective never falls; each free group mean and sd moves to the posterior
   moments sum_m w_mq theta_q / N_g (the 1PL's reference sd is free: a = 1 fixes the unit);
-* with ``item_prior="hierarchical"``, the centres of the priors on log a, d (GRM: b_1) and c then take a step
-  up a Laplace approximation to their marginal likelihood, the items integrated out (empirical Bayes,
-  :func:`update_hyper`).
+* the learned centres of the item priors (log a by default, with ``item_prior="hierarchical"`` d or b_1 and c
+  too) then move to the empirical-Bayes centre of the items' current values, in closed form
+  (:func:`update_centres`).
 
 After EM has converged (largest parameter change below ``tol``), Newton steps on the full
 marginal log posterior with its exact Hessian (JAX, forward over reverse) polish the mode, and
@@ -333,110 +333,48 @@ def population_moments(mass: Any, nodes: Any) -> tuple[Any, Any]:
     return mean, 0.5 * np.log(np.maximum(var, 1e-6))
 
 
-def laplace_hyper_objective(h: Any, X: Any, counts: Any, nodes: Any, free_rows: Any, *, names: Sequence[str],
-                            columns: Sequence[str], spec: mdl.ModelSpec, newton_steps: int = 1) -> Any:
-    """Laplace approximation to the log marginal likelihood of the prior centres h (``names``), the free items
-    integrated out of the EM's objective:
+def centre_update(values: np.ndarray, precision: float, hyper_loc: float, hyper_scale: float) -> float:
+    """The empirical-Bayes centre of a normal item prior given the free items' current values u_i (unconstrained):
+    the mode in mu of sum_i log N(u_i | mu, 1 / tau) + log N(mu | m0, s0^2),
 
-        F(h) = sum_i [G_i(u_i(h); h) - 1/2 log det(-d2 G_i(u_i(h); h))] + log hyperprior(h),
+        mu = (tau sum_i u_i + m0 / s0^2) / (n tau + 1 / s0^2),
 
-    G_i(u; h) = sum_qk r_qik log P_ik(theta_q; u) + log prior(u | h) the M-step objective of item i (counts r
-    from the E-step), u_i(h) its mode (``newton_steps`` Newton steps from X, differentiable in h). Items held
-    fixed (anchors, ``free_rows`` 0) enter by their log prior alone. The log determinant is what the joint
-    mode leaves out: for an item the data say little about, G_i is its prior at the prior's own mode, whose
-    height grows with the prior's curvature; without the term the centre of the c prior moves towards 1/2
-    (the logit-Beta's peak is highest there) and every weakly identified c with it. Where c is unidentified
-    together with the slopes (an exam that 95% of the answers get right) F, like the joint mode, moves the
-    centre up: 0.63 for a true 0.2 (joint mode 0.5); the fixed centre stays at 1 / n_choices there.
-    Integrating only the located columns (log det replaced by sum_j log -d2 G_i / du_j^2 over d, c) held that
-    case at 0.16 but put the centre too low on moderately easy exams (0.07-0.14 for a true 0.17), so the
-    whole block is integrated."""
-    hyper = dict(zip(names, h))
-    fun = partial(item_objectives, counts=counts, nodes=nodes, hyper=hyper, columns=columns, spec=spec)
-    free = free_rows[:, None]
-
-    def curvature(u: Any) -> tuple[Any, Any]:
-        """Gradient and -Hessian of each item; a block that is not positive definite is lifted (by a constant:
-        Gershgorin's shift) until it is. No LAPACK call, so the compiled update can be stored."""
-        g, H = block_hessians(fun, u)
-        neg = -0.5 * (H + jnp.swapaxes(H, -1, -2))
-        diagonal = jnp.diagonal(neg, axis1=-2, axis2=-1)
-        scale = jax.lax.stop_gradient(jnp.maximum(jnp.abs(diagonal).max(axis=-1), 1e-12))
-        smallest = jnp.min(jnp.stack(small_cholesky(jax.lax.stop_gradient(neg))[1], axis=-1), axis=-1)
-        off = jnp.abs(neg).sum(axis=-1) - jnp.abs(diagonal)
-        gershgorin = jax.lax.stop_gradient(jnp.maximum(0.0, (off - diagonal).max(axis=-1)) + 1e-6 * scale)
-        lift = jnp.where(smallest > 1e-10 * scale, 0.0, gershgorin)
-        return g, neg + lift[:, None, None] * jnp.eye(neg.shape[-1], dtype=neg.dtype)
-
-    u = X
-    for _ in range(newton_steps):
-        g, neg = curvature(u)
-        step, _ = small_cholesky_solve(neg, g)
-        longest = jax.lax.stop_gradient(jnp.abs(step).max(axis=-1, keepdims=True))
-        u = u + step * jnp.minimum(1.0, 1.0 / jnp.maximum(longest, 1e-12)) * free
-    _, neg = curvature(u)
-    logdet = sum(jnp.log(jnp.maximum(pivot, 1e-300)) for pivot in small_cholesky(neg)[1])  # positive definite
-    prior_only = item_log_prior(X, columns, spec, hyper)
-    value = jnp.where(free_rows > 0, fun(u) - 0.5 * logdet, prior_only)
-    return value.sum() + mdl.hyper_log_prior(hyper, spec)
+    with tau = ``precision`` (the prior's precision, 1 / s^2), m0, s0 = ``hyper_loc``, ``hyper_scale`` (the
+    centre's hyperprior). Iterated with EM's M-step it is BILOG's floating prior; its fixed point is the
+    normal-normal marginal likelihood's (each item's mode lies between its own estimate and mu in the ratio of
+    the two precisions, so mu = mean of the modes holds exactly where mu is the precision-weighted mean of the
+    estimates)."""
+    values = np.asarray(values, dtype=np.float64)
+    hyper_precision = 1.0 / hyper_scale ** 2
+    return float((precision * values.sum() + hyper_loc * hyper_precision) / (precision * values.size + hyper_precision))
 
 
-def slope_centre_update(log_a: np.ndarray, scale: float, hyper_loc: float, hyper_scale: float) -> float:
-    """The empirical-Bayes centre of the slope prior given the items' current log slopes (one per free item):
-    the mode in mu of sum_i log N(log a_i | mu, s^2) + log N(mu | m0, s0^2),
+def update_centres(X: np.ndarray, free_rows: np.ndarray, current: Mapping[str, float], *, columns: Sequence[str],
+                   spec: mdl.ModelSpec) -> dict[str, float]:
+    """The learned centres of the item priors (``current``: mu_a, mu_d, mu_b1, mu_c, those the spec learns), each
+    by :func:`centre_update` from the free items' current values, once per EM cycle (NumPy, nothing compiled).
 
-        mu = (sum_i log a_i / s^2 + m0 / s0^2) / (n / s^2 + 1 / s0^2),
-
-    with s = ``scale`` (the prior sd of log a), m0, s0 = ``hyper_loc``, ``hyper_scale`` (mu_a's hyperprior).
-    Iterated with EM's M-step it is BILOG's floating prior; its fixed point is the normal-normal marginal
-    likelihood's (each item's mode lies between its own estimate and mu in the ratio of the two precisions, so
-    mu = mean of the modes holds exactly where mu is the precision-weighted mean of the estimates). It agrees
-    with the Laplace step of :func:`update_hyper` (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35), 4 replications:
-    a ratio 0.984 against 0.983, b slope 0.997 against 0.998) and needs no compiled third derivatives.
+    Each prior is taken as the normal of its curvature at its mode: log a, d and b_1 are normal already
+    (precision 1 / s^2); the logit-Beta prior of c, Beta(kappa m, kappa (1 - m)) with m = sigmoid(mu_c), has its
+    mode at logit c = mu_c and there the precision kappa m (1 - m), taken at the current centre. Left out on
+    purpose: the logit-Beta's normaliser, whose peak is highest at m = 1/2 and drew the joint mode's centre
+    towards it, and the items' own curvature, which a Laplace step over the items adds. Tried and not kept: a
+    correction for the skew of logit c (its mean lies psi(kappa m) - psi(kappa (1 - m)) - logit m = -0.069 from
+    its mode under Beta(5, 15)), weighting each item by the data's share of its complete-data precision: it
+    moved 10 x 2000 3PL's mean c from -0.023 to -0.005 over 10 replications (-0.008 without it over 30, so that
+    was noise) and spoiled 150 x 800 (+0.014 against -0.001; c ~ U(0.05, 0.30): +0.025 against +0.006).
     """
-    log_a = np.asarray(log_a, dtype=np.float64)
-    precision, hyper_precision = log_a.size / scale ** 2, 1.0 / hyper_scale ** 2
-    return float((log_a.sum() / scale ** 2 + hyper_loc * hyper_precision) / (precision + hyper_precision))
-
-
-def update_hyper(X: Any, counts: Any, nodes: Any, free_rows: Any, hyper: dict[str, Any], *,
-                 columns: Sequence[str], spec: mdl.ModelSpec, steps: int = 1) -> dict[str, Any]:
-    """Empirical-Bayes update of the learned prior centres h = (mu_a, mu_d, mu_b1, mu_c), once per EM cycle: a step
-    h <- h - H^-1 grad F(h) up :func:`laplace_hyper_objective` F (gradient exact, through the items' Newton
-    step), H the Hessian in h of the joint mode's objective sum_i log prior(item_i | h) + log hyperprior(h)
-    (close to F's, and cheap to compile); a gradient step where that is not uphill; each capped at 1 (logit /
-    intercept units).
-
-    Measured (experiments/link_simulated.py, 3PL, c ~ U(0.05, 0.30) under a prior centred on 1/4, 500
-    examinees a group): the fits' mean c 0.154-0.193 for a true 0.171-0.177 (the joint mode's update:
-    0.167-0.234), and Stocking-Lord's A covered in 85% of 40 replications (joint mode 72.5%, fixed centres 70%).
-    """
-    if not hyper:
-        return hyper
-    names = tuple(sorted(hyper))
-    objective = partial(laplace_hyper_objective, X=X, counts=counts, nodes=nodes, free_rows=free_rows, names=names,
-                        columns=columns, spec=spec)
-    items = from_matrix(X, columns)
-
-    def joint(h: Any) -> Any:  # the joint mode's objective: its Hessian in h is the curvature the steps use
-        values = dict(zip(names, h))
-        return jnp.sum(mdl.item_log_prior(items, spec, values)) + mdl.hyper_log_prior(values, spec)
-
-    h = jnp.asarray([hyper[k] for k in names], dtype=X.dtype)
-    for _ in range(steps):
-        g = jax.grad(objective)(h)
-        H = jax.hessian(joint)(h)
-        # -H is positive definite where the joint objective is concave in h (always, away from c near 0 or 1)
-        down, _ = small_cholesky_solve((1e-9 * jnp.eye(len(names), dtype=h.dtype) - H)[None], g[None])
-        step = -down[0]
-        ascent = jnp.all(jnp.isfinite(step)) & (jnp.dot(step, g) <= 0)  # -H^-1 g points uphill
-        step = jnp.where(ascent, step, -g / jnp.maximum(jnp.abs(jnp.diagonal(H)).max(), 1.0))
-        step = step * jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.abs(step).max(), 1e-300))
-        # the fraction of the step that raises F most (0: stay): the joint Hessian leaves out how the centres
-        # couple through the items (log a with d), and the full step then overshot, mu_a swinging between 0.16
-        # and 0.42 without end on a 3PL form with its anchors held fixed
-        h = h - best_fraction(objective, h, -step) * step
-    return {k: h[j] for j, k in enumerate(names)}
+    X = np.asarray(X, dtype=np.float64)
+    free_rows = np.asarray(free_rows, dtype=bool)
+    hyperprior = mdl.hyper_prior(spec)
+    out = {}
+    for site in mdl.item_sites(spec):
+        if site.hyper is None or site.hyper not in current:
+            continue
+        centre = float(current[site.hyper])
+        precision = float(np.asarray(site.prior.terms(np.float64(centre), site.prior.location(centre), np)[1]))
+        out[site.hyper] = centre_update(X[free_rows, columns.index(site.name)], precision, *hyperprior[site.hyper])
+    return out
 
 
 # ----------------------------------------------------------------------------- the full marginal posterior

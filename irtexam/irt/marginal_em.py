@@ -21,7 +21,7 @@ from . import model as mdl
 from .examinee_blocks import response_blocks
 from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
-                       quadrature, slope_centre_update, to_matrix, update_hyper)
+                       quadrature, to_matrix, update_centres)
 from .marginal_information import louis_hessian, marginal_scores, score_cross_product
 
 # The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal_information.louis_hessian`) costs about
@@ -45,7 +45,6 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool 
     return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
             "posterior": jax.jit(partial(posterior_weights, columns=columns, spec=spec)),
             "m_step": jax.jit(partial(_m_step_items, columns=columns, spec=spec)),
-            "hyper_step": jax.jit(partial(update_hyper, columns=columns, spec=spec)),
             "objective": jax.jit(target), "gradient": jax.jit(jax.grad(target)),
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec, complete=complete)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
@@ -142,16 +141,10 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         stored = _stored_kernels(compiled, spec, columns, layout, groups.n, (X, mean, log_sd, blocks, block_groups, nodes),
                                  hyper, free, max_score, information=exact and (se or polish) and layout.size > 0,
                                  complete=complete)
-        e_step, m_step, hyper_step = stored["e_step"], stored["m_step"], stored["hyper_step"]
+        e_step, m_step = stored["e_step"], stored["m_step"]
         free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         hyper_keys = tuple(sorted(hyper))
-        if hyper and spec.item_prior != "hierarchical":  # "fixed": the slope centre alone, in closed form
-            a_column, slope_hyper = columns.index("a"), mdl.hyper_prior(spec)["mu_a"]
-
-            def hyper_step(X_new: Any, counts: Any, nodes: Any, free: Any, current: Any) -> dict[str, float]:
-                return {"mu_a": slope_centre_update(np.asarray(X_new)[free_rows, a_column], spec.log_a_scale,
-                                                    *slope_hyper)}
 
         def em_map(state: tuple) -> tuple[tuple, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd, h), h the learned prior centres in ``hyper_keys``
@@ -164,8 +157,8 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             value = float(ll) + float(prior_value)
             if hyper_keys:  # the learned prior centres, empirical Bayes
-                stepped = hyper_step(X_new, counts, nodes, free, current)
-                h = np.array([float(stepped[k]) for k in hyper_keys])
+                stepped = update_centres(X_new, free_rows, current, columns=columns, spec=spec)
+                h = np.array([stepped[k] for k in hyper_keys])
             return (np.asarray(X_new), np.where(free_mean, np.asarray(new_mean), mean),
                     np.where(free_sd, np.asarray(new_log_sd), log_sd), h), value
 
@@ -307,10 +300,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
             "posterior": (store("em-posterior", parts, compiled["posterior"], data) if blocks.shape[0] > 1
                           else compiled["posterior"]),
             "hessian": (store("em-hessian", parts, compiled["hessian"], (*data, hyper))
-                        if information else compiled["hessian"]),
-            # the learned prior centres' step (third derivatives: about 5 s to trace at 200 items)
-            "hyper_step": (store("em-hyper-step", parts, compiled["hyper_step"], (X, counts, nodes, free, hyper))
-                           if hyper and spec.item_prior == "hierarchical" else None)}
+                        if information else compiled["hessian"])}
 
 
 @dataclass
