@@ -200,14 +200,17 @@ def test_recovery_on_the_sample_standardised_scale():
 
 
 
-def test_slope_prior_pull_warns_above_the_threshold_only_under_fixed_centres():
-    fixed, learned = mdl.ModelSpec(kind="3pl", item_prior="fixed"), mdl.ModelSpec(kind="3pl", item_prior="hierarchical")
+def test_slope_prior_pull_warns_above_the_threshold_only_with_the_slope_centre_fixed():
+    fixed = mdl.ModelSpec(kind="3pl", item_prior="fixed")
     edge = float(np.exp(mf.SLOPE_PULL_LOG))  # 1.4 above a centre of a = 1
     assert mf.slope_prior_pull(np.full(20, edge * 1.01), fixed) is not None
     assert mf.slope_prior_pull(np.full(20, edge * 0.99), fixed) is None
     assert mf.slope_prior_pull(np.full(20, 0.3), fixed) is None            # low side: not the prior's doing
-    assert mf.slope_prior_pull(np.full(20, 3.0), learned) is None
-    assert mf.slope_prior_pull(np.full(20, 3.0), replace(fixed, learn_a_centre=True)) is None  # the em default
+    # whatever the centres of d and c, only a fixed slope centre pulls; no prior, no pull
+    assert mf.slope_prior_pull(np.full(20, 3.0), mdl.ModelSpec(kind="3pl", item_prior="hierarchical")) is not None
+    assert mf.slope_prior_pull(np.full(20, 3.0), mdl.ModelSpec(kind="3pl", item_prior="none")) is None
+    assert mf.slope_prior_pull(np.full(20, 3.0), replace(fixed, learn_a_centre=True)) is None
+    assert mf.slope_prior_pull(np.full(20, 3.0), mdl.ModelSpec(kind="3pl", learn_a_centre=True)) is None  # the em default
     shifted = mdl.ModelSpec(kind="3pl", item_prior="fixed", log_a_loc=float(np.log(2.0)))
     assert mf.slope_prior_pull(np.full(20, 2.5), shifted) is None           # measured from the prior's own centre
     assert mf.slope_prior_pull(np.full(20, 2.0 * edge * 1.01), shifted) is not None
@@ -473,3 +476,53 @@ def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
     assert np.array_equal(dense.items["a"], low.items["a"])
     ratio = low.items["a_sd"] / dense.items["a_sd"]
     assert abs(np.median(ratio) - 1) < 0.03 and ratio.between(0.85, 1.15).all()
+
+
+# ----------------------------------------------------------------------------- guessing the exam cannot inform
+def _easy_exam(shift: float, seed: int = 1) -> ResponseMatrix:
+    """40 items x 1000 examinees, c = 0.2, b ~ N(shift, 1) (experiments/easy_exam_guessing.py's exams)."""
+    rng = np.random.default_rng(seed)
+    a, b, theta = np.exp(rng.normal(0, 0.35, 40)), rng.normal(shift, 1, 40), rng.normal(0, 1, 1000)
+    return simulate(40, 1000, model="3pl", seed=seed, a=a, b=b, c=np.full(40, 0.2), theta=theta)[0]
+
+
+def test_an_exam_too_easy_to_inform_guessing_says_so():
+    """Proportion correct 0.96: the data carry under 6% of the c's precision (guessing_data_share). The default
+    (fixed c prior) warns that the c's are its own; learned centres (item_prior='hierarchical') warn that their c
+    centre follows noise and name item_prior='fixed'. An exam of simulate's shape (proportion correct about 0.6)
+    does not warn, and its data share is far above the threshold."""
+    easy = _easy_exam(-3.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        default = irtexam.fit(easy, model="3pl", draws=20)
+        learned = irtexam.fit(easy, model="3pl", item_prior="hierarchical", draws=20)
+    said = [str(w.message) for w in caught if w.category is irtexam.IdentificationWarning
+            and "guessing parameters" in str(w.message)]
+    assert len(said) == 2
+    assert "the reported c's are the prior's" in said[0] and "proportion correct 0.96" in said[0]
+    assert "item_prior='fixed'" in said[1]
+    assert default.fit_stats["item_prior"]["c_data_share"] < learned.fit_stats["item_prior"]["c_data_share"]
+    assert learned.fit_stats["item_prior"]["c_data_share"] < mf.GUESSING_SHARE_MIN
+    assert default.fit_stats["item_prior"]["c_mean"] == 0.25
+    assert learned.items["c"].mean() > 0.3            # the learned centre ran away from the true 0.2 (measured 0.52)
+    normal = _easy_exam(0.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = irtexam.fit(normal, model="3pl", draws=20)
+    assert not [w for w in caught if "guessing parameters" in str(w.message)]
+    assert fit.fit_stats["item_prior"]["c_data_share"] > 3 * mf.GUESSING_SHARE_MIN
+    two_pl = irtexam.fit(normal, model="2pl", draws=20)
+    assert "c_data_share" not in two_pl.fit_stats["item_prior"]
+
+
+def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_variance():
+    """By hand from the fit's own covariance: w_i = 1 - kappa c_i (1 - c_i) v_i, v_i the variance of logit c_i."""
+    responses = _easy_exam(0.0)
+    spec = mdl.ModelSpec(kind="3pl", item_prior="fixed", learn_a_centre=True, log_a_scale=1.0)
+    result = em.em_estimate(spec, responses.values, ~np.isnan(responses.values), se=True)
+    share = mf.guessing_data_share(result, spec)
+    column = result.columns.index("c")
+    variance = np.diag(result.covariance)[:40 * 3].reshape(40, 3)[:, column]
+    c = 1 / (1 + np.exp(-result.X[:, column]))
+    assert share == pytest.approx(np.clip(1 - 20 * c * (1 - c) * variance, 0, 1))
+    assert mf.guessing_data_share(result, replace(spec, item_prior="none")) is None

@@ -88,16 +88,21 @@ def default_item_prior(method: str) -> str:
     priors on d and c) for the joint mode and NUTS, "fixed" (centred on d = 0, c = 1 / n_choices, with the centre
     of log a learned by default, ``slope_centre="learned"``) for the marginal estimator. Given "hierarchical", the
     marginal estimator learns the centres of log a, d and c by empirical Bayes, in closed form each EM cycle
-    (:func:`irtexam.irt.marginal.update_centres`; no slower than "fixed"). With guessing around 1 / n_choices both
-    do equally well (simulated 3PL, c ~ Beta(5, 15), 10 replications, a ratio / b slope / c bias: 150 x 800
-    fixed 1.017 / 0.974 / +0.003, learned 1.013 / 0.974 / -0.001); with guessing below it the learned centre is
-    far better (c ~ U(0.05, 0.30), four regimes: c +0.047 to +0.057 and a x1.07-1.13 fixed, c -0.022 to +0.009
-    and a x1.00-1.03 learned; docs/guide/fit.md). It is not the default because on an exam that nearly every
-    answer gets right c is not identified and the learned centre drifts with the data (40 items x 1000, true c
-    0.2, proportion correct 0.91-0.96: mean c 0.28-0.52 learned, 0.26 fixed). With slopes far above a = 1 a
-    fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 fixed, x0.984
-    learned; 2PL x0.944 against x0.996), which is why the marginal estimator learns that centre by default
-    (``slope_centre``; with it fixed a fit says so, :func:`irtexam.irt.marginal_fit.slope_prior_pull`,
+    (:func:`irtexam.irt.marginal.update_centres`; no slower than "fixed").
+
+    With guessing around 1 / n_choices both do equally well (simulated 3PL, c ~ Beta(5, 15), 10 replications, a
+    ratio / b slope / c bias: 150 x 800 fixed 1.017 / 0.974 / +0.003, learned 1.013 / 0.974 / -0.001); with
+    guessing below it the learned centre is far better (c ~ U(0.05, 0.30), four regimes: c +0.047 to +0.057 and a
+    x1.07-1.13 fixed, c -0.022 to +0.009 and a x1.00-1.03 learned), and linked forms' intervals cover (42 of 48
+    cells in 85-95% against 34; docs/guide/bank.md). It is not the marginal default because where c is weakly
+    identified the learned centre runs away: on exams that nearly every answer gets right (40 items x 1000, true
+    c 0.2, proportion correct 0.93-0.96: mean c 0.28-0.52 learned, 0.26 fixed) and with few examinees (200 items x
+    60, simulate's c, mean 0.25: 0.066 and 0.17 learned, 0.244 and 0.246 fixed; a x0.82). The small-sample
+    estimates of c lean towards 0 and the learned centre follows them. A fit whose data barely inform c says so
+    (:func:`irtexam.irt.marginal_fit.guessing_message`, an :class:`irtexam.IdentificationWarning`). With slopes
+    far above a = 1 a fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918
+    fixed, x0.984 learned; 2PL x0.944 against x0.996), which is why the marginal estimator learns that centre by
+    default (``slope_centre``; with it fixed a fit says so, :func:`irtexam.irt.marginal_fit.slope_prior_pull`,
     :class:`irtexam.PriorWarning`)."""
     return "fixed" if method == "em" else "hierarchical"
 

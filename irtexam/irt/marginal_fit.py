@@ -186,15 +186,15 @@ SLOPE_PULL_LOG = float(np.log(1.4))
 
 
 def slope_prior_pull(a: np.ndarray, spec: mdl.ModelSpec) -> str | None:
-    """The warning for slopes whose median lies above exp(log_a_loc + :data:`SLOPE_PULL_LOG`) under a fixed
-    slope prior (``item_prior="fixed"`` with ``slope_centre="fixed"``), which pulls them down towards its
-    centre; None otherwise (the default learns the centre).
+    """The warning for slopes whose median lies above exp(log_a_loc + :data:`SLOPE_PULL_LOG`) under a slope prior
+    with its centre fixed (``slope_centre="fixed"``), which pulls them down towards it; None otherwise (the
+    default learns the centre; ``item_prior="none"`` has no prior).
 
     Only the high side: on simulated 3PL exams with slopes around 0.6 every estimator's slopes come out too
     large at 800 examinees (fixed centre x1.09, learned x1.11, no prior x1.28): that is the 3PL's small-sample
     inflation, which a learned centre does not cure.
     """
-    if spec.item_prior != "fixed" or spec.learn_a_centre or not spec.has_discrimination or np.size(a) < 5:
+    if spec.item_prior == "none" or spec.learn_a_centre or not spec.has_discrimination or np.size(a) < 5:
         return None
     median = float(np.median(a))
     if not np.log(median) - spec.log_a_loc > SLOPE_PULL_LOG:
@@ -202,6 +202,48 @@ def slope_prior_pull(a: np.ndarray, spec: mdl.ModelSpec) -> str | None:
     return (f"the items' median slope {median:.2f} lies far above the slope prior's fixed centre "
             f"a = {np.exp(spec.log_a_loc):.2g}, which pulls the slopes (and the spread of b) towards it; "
             "slope_centre='learned' (--slope-centre learned, the default of em) learns that centre from the items")
+
+
+# Below this mean data share of the guessing parameters' precision (guessing_data_share) a fit says that the exam
+# barely informs c. Measured (40 items x 1000, true c 0.2, experiments/easy_exam_guessing.py): proportion correct
+# 0.93-0.96, mean share 0.002-0.012 with the fixed c prior and 0.022-0.048 with a learned centre (which then drifts
+# to 0.28-0.52); 0.82-0.87: 0.054-0.119; exams of simulate's shape 0.20-0.65; 200 items x 60 examinees 0.146-0.147
+# fixed, 0.036 and 0.088 learned (c 0.066 and 0.17 for a true 0.25: there the learned centre runs away before the
+# share shows it).
+GUESSING_SHARE_MIN = 0.06
+
+
+def guessing_message(share: np.ndarray, spec: mdl.ModelSpec, proportion_correct: float) -> str:
+    """The warning for an exam that barely informs the guessing parameters (mean data share ``share``,
+    :func:`guessing_data_share`, below :data:`GUESSING_SHARE_MIN`)."""
+    head = (f"the responses carry little information on the guessing parameters c (on average "
+            f"{100 * share.mean():.1f}% of their precision, about {share.sum():.1f} items' worth; proportion "
+            f"correct {proportion_correct:.2f})")
+    if spec.item_prior == "hierarchical":
+        return (head + ": the learned centre of the c prior follows noise here; refit with item_prior='fixed' "
+                "(--item-prior fixed, the default of em) to centre c on 1/n_choices, or fix c with guessing=")
+    return head + f": the reported c's are the prior's (centred on 1/{spec.n_choices})"
+
+
+def guessing_data_share(result: em.MarginalResult, spec: mdl.ModelSpec) -> np.ndarray | None:
+    """Per free item, the data's share of the precision of its logit c: w_i = 1 - tau_i v_i, with v_i the
+    posterior variance of logit c_i (the inverse of the marginal posterior's information, the other parameters
+    integrated out) and tau_i = kappa c_i (1 - c_i) the c prior's precision there (Beta(kappa m, kappa (1 - m)) on
+    logit c), clipped to [0, 1]. 0: the estimate is the prior's; 1: the data's alone. In the normal-normal
+    model sum_i w_i is the number of items' worth of information the exam holds about the guessing level. None
+    without free guessing or without a covariance (``se=False``)."""
+    if not spec.free_guessing or result.covariance is None or spec.item_prior == "none":
+        return None
+    layout = result.layout
+    rows = np.flatnonzero(layout.free_rows)
+    if rows.size == 0:
+        return None
+    column = result.columns.index("c")
+    variance = np.asarray(em.variances(result))[:rows.size * layout.n_columns].reshape(rows.size, layout.n_columns)
+    items = {name: np.asarray(result.X[rows, j], dtype=np.float64) for j, name in enumerate(result.columns)}
+    hyper = {k: float(np.asarray(v)) for k, v in result.hyper.items()}
+    precision = mdl.item_prior_terms(items, spec, xp=np, hyper=hyper)[1]["c"]
+    return np.clip(1.0 - np.asarray(precision) * variance[:, column], 0.0, 1.0)
 
 
 def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray,
@@ -238,6 +280,11 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
             messages.append(Message(f"{len(wide)} item(s) have very wide intervals (sd of log a or of d above 2), "
                                     f"e.g. {design.items[wide[0]]}: the data barely identify them (few or extreme "
                                     "responses)", IdentificationWarning))
+    share = guessing_data_share(result, spec)
+    if share is not None and share.size and share.mean() < GUESSING_SHARE_MIN:
+        correct = float(sum(np.sum(design.y[i][train_mask[i]], dtype=np.int64) for i in range(design.n_items)))
+        messages.append(Message(guessing_message(share, spec, correct / max(int(train_mask.sum()), 1)),
+                                IdentificationWarning))
     sds = np.exp(result.log_sd)[group_info.index]
     means = result.mean[group_info.index]
     eap_theta, eap_sd = eap(result.weights, result.nodes)
@@ -276,7 +323,8 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
         if test_mask is not None and test_mask.any() else 0.0,
         "population": _population_table(result),
         "anchors": [design.items[i] for i in sorted(fixed)],
-        "item_prior": mdl.item_prior_summary(spec, result.hyper)})
+        "item_prior": {**mdl.item_prior_summary(spec, result.hyper),
+                       **({"c_data_share": float(share.mean())} if share is not None and share.size else {})}})
     return FitResult(spec=spec, design=design, method="em", responses=responses, params=params, items=items,
                      examinees=examinees, facets=None, contrasts=None, fit_stats=stats, warnings=messages,
                      samples=samples, laplace=None, diagnostics=None, chains=1, seed=seed)
