@@ -222,7 +222,8 @@ def guessing_message(share: np.ndarray, spec: mdl.ModelSpec, proportion_correct:
     if spec.item_prior == "hierarchical":
         return (head + ": the learned centre of the c prior follows noise here; refit with item_prior='fixed' "
                 "(--item-prior fixed, the default of em) to centre c on 1/n_choices, or fix c with guessing=")
-    return head + f": the reported c's are the prior's (centred on 1/{spec.n_choices})"
+    return (head + f": the reported c's are the prior's (centred on 1/{spec.n_choices}); fix c with guessing= "
+            "(--guessing) where it is known")
 
 
 def guessing_data_share(result: em.MarginalResult, spec: mdl.ModelSpec) -> np.ndarray | None:
