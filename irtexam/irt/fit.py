@@ -97,7 +97,8 @@ def default_item_prior(method: str) -> str:
     cells in 85-95% against 34; docs/guide/bank.md). It is not the marginal default because where c is weakly
     identified the learned centre runs away: on exams that nearly every answer gets right (40 items x 1000, true
     c 0.2, proportion correct 0.93-0.96: mean c 0.28-0.52 learned, 0.26 fixed) and with few examinees (200 items x
-    60, simulate's c, mean 0.25: 0.066 and 0.17 learned, 0.244 and 0.246 fixed; a x0.82). The small-sample
+    60, simulate's c, seeds 300 and 301, true mean 0.252 and 0.258: 0.066 and 0.17 learned, 0.244 and 0.246 fixed;
+    experiments/marginal_recovery.py --regimes 200x60: a x0.82). The small-sample
     estimates of c lean towards 0 and the learned centre follows them. A fit whose data barely inform c says so
     (:func:`irtexam.irt.marginal_fit.guessing_message`, an :class:`irtexam.IdentificationWarning`). With slopes
     far above a = 1 a fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918
