@@ -511,8 +511,6 @@ def test_an_exam_too_easy_to_inform_guessing_says_so():
         fit = irtexam.fit(normal, model="3pl", draws=20)
     assert not [w for w in caught if "guessing parameters" in str(w.message)]
     assert fit.fit_stats["item_prior"]["c_data_share"] > 3 * mf.GUESSING_SHARE_MIN
-    two_pl = irtexam.fit(normal, model="2pl", draws=20)
-    assert "c_data_share" not in two_pl.fit_stats["item_prior"]
 
 
 def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_variance():
@@ -526,3 +524,5 @@ def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_varian
     c = 1 / (1 + np.exp(-result.X[:, column]))
     assert share == pytest.approx(np.clip(1 - 20 * c * (1 - c) * variance, 0, 1))
     assert mf.guessing_data_share(result, replace(spec, item_prior="none")) is None
+    assert mf.guessing_data_share(result, replace(spec, kind="2pl")) is None           # no free c, no share
+    assert mf.guessing_data_share(result, replace(spec, guessing=0.2)) is None
