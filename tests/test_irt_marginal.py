@@ -458,6 +458,7 @@ def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
     covariance = np.linalg.inv(dense)
     low = LowRankCovariance.from_parts(blocks, scores)
     assert np.allclose(low.diagonal(), np.diag(covariance), rtol=1e-10)
+    assert low.diagonal() is low.diagonal()  # computed once: every reader of the fit shares it
     draws = low.sample(100_000, np.random.default_rng(1))
     assert np.abs(np.cov(draws.T) - covariance).max() < 0.02 * np.abs(covariance).max()
 

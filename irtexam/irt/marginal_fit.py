@@ -235,12 +235,11 @@ def guessing_data_share(result: em.MarginalResult, spec: mdl.ModelSpec) -> np.nd
     without free guessing or without a covariance (``se=False``)."""
     if not spec.free_guessing or result.covariance is None or spec.item_prior == "none":
         return None
-    layout = result.layout
-    rows = np.flatnonzero(layout.free_rows)
+    rows = np.flatnonzero(result.layout.free_rows)
     if rows.size == 0:
         return None
     column = result.columns.index("c")
-    variance = np.asarray(em.variances(result))[:rows.size * layout.n_columns].reshape(rows.size, layout.n_columns)
+    variance = free_item_variances(result)
     items = {name: np.asarray(result.X[rows, j], dtype=np.float64) for j, name in enumerate(result.columns)}
     hyper = {k: float(np.asarray(v)) for k, v in result.hyper.items()}
     precision = mdl.item_prior_terms(items, spec, xp=np, hyper=hyper)[1]["c"]
@@ -283,9 +282,8 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
                                     "responses)", IdentificationWarning))
     share = guessing_data_share(result, spec)
     if share is not None and share.size and share.mean() < GUESSING_SHARE_MIN:
-        correct = float(sum(np.sum(design.y[i][train_mask[i]], dtype=np.int64) for i in range(design.n_items)))
-        messages.append(Message(guessing_message(share, spec, correct / max(int(train_mask.sum()), 1)),
-                                IdentificationWarning))
+        correct = float(np.sum(design.y, where=train_mask, dtype=np.float64)) / max(int(train_mask.sum()), 1)
+        messages.append(Message(guessing_message(share, spec, correct), IdentificationWarning))
     sds = np.exp(result.log_sd)[group_info.index]
     means = result.mean[group_info.index]
     eap_theta, eap_sd = eap(result.weights, result.nodes)
@@ -355,12 +353,18 @@ def mg_flatten(result: em.MarginalResult) -> np.ndarray:
     return result.layout.flatten(result.X, result.mean, result.log_sd)
 
 
+def free_item_variances(result: em.MarginalResult) -> np.ndarray:
+    """The posterior variances of the free items' unconstrained parameters, (free items, columns), from a result
+    with a covariance (the item block leads the Layout order)."""
+    layout = result.layout
+    n_free = int(layout.free_rows.sum())
+    return np.asarray(em.variances(result))[:n_free * layout.n_columns].reshape(n_free, layout.n_columns)
+
+
 def _wide_items(result: em.MarginalResult, spec: mdl.ModelSpec, draws: Mapping[str, np.ndarray]) -> list[int]:
     """Items whose log a or d has a posterior sd above 2 (barely identified)."""
-    layout = result.layout
-    sd = np.sqrt(np.maximum(em.variances(result), 0.0))
-    rows = np.flatnonzero(layout.free_rows)
-    per_item = sd[:len(rows) * layout.n_columns].reshape(len(rows), layout.n_columns)
+    rows = np.flatnonzero(result.layout.free_rows)
+    per_item = np.sqrt(np.maximum(free_item_variances(result), 0.0))
     keep = [j for j, c in enumerate(result.columns) if c in ("a", "d", "b1")]
     return [int(rows[r]) for r in np.flatnonzero((per_item[:, keep] > 2.0).any(axis=1))]
 

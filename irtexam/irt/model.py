@@ -82,8 +82,8 @@ class ModelSpec:
         learn_a_centre: learn the centre of the log a prior, log a_i ~ N(mu_a, log_a_scale^2) with
             mu_a ~ N(log_a_loc, 1) (BILOG's floating slope prior; the fit option ``slope_centre="learned"``).
             Under ``item_prior="fixed"`` it is the only learned centre; each EM cycle updates the learned centres
-            in closed form (:func:`irtexam.irt.marginal.update_centres`). Only where a population distribution fixes the ability scale (the marginal
-            estimator, which turns it on by default): a prior centred on a = 1 pulls slopes that sit away from
+            in closed form (:func:`irtexam.irt.marginal.update_centres`). Only where a population distribution
+            fixes the ability scale (the marginal estimator, which turns it on by default): a prior centred on a = 1 pulls slopes that sit away from
             1 towards it (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 with the centre fixed, x0.984
             learned), and with them the linking constant A of a group spread wider or narrower than the
             reference (:data:`irtexam.irt.fit.MARGINAL_LOG_A_SCALE`). The joint mode and NUTS keep log a
