@@ -26,25 +26,27 @@ either alone), from the recorded ``*_sd_estimation`` / ``*_sd_anchors`` columns.
 Writes data/real_run/bank/link_simulated.csv and prints per method: coverage of A and B by
 their 90% intervals, mean |A - A_true|, |B - B_true|, mean error, interval sd / sd of the
 errors (1: calibrated, > 1: conservative), and drift detection (planted found, false flags
-among the clean anchors). With marginal fits (log a ~ N(0, 1)) and the truth from the generating abilities
-(``--reps 40 --draws 100``; 30 anchors, 3 drifting by b + 1, 30 own items, 500 examinees a group; about
-170 s for the four separate methods, 350 s for all six):
+among the clean anchors). With marginal fits under the default priors (every centre learned, the c centre
+because each form has 500 responses per item; ``--reps 40 --draws 100``; 30 anchors, 3 drifting by b + 1, 30
+own items, 500 examinees a group; about 15 min for all six methods on one core):
 
     method         A_cov90 B_cov90 A_mae B_mae A_bias B_bias A_sd_ratio B_sd_ratio
-    mean-mean       0.900   0.925 0.043 0.070 -0.012  0.010    1.17       1.10
-    mean-sigma      0.950   0.875 0.094 0.064  0.031 -0.015    1.17       1.27
-    haebara         0.700   0.80  0.054 0.035 -0.001 -0.008    0.77       0.81
-    stocking-lord   0.650   0.80  0.063 0.035 -0.006 -0.006    0.68       0.82
-    fixed           0.775   0.85  0.060 0.036 -0.017 -0.009    0.78       0.95
-    concurrent      0.825   0.825 0.058 0.034 -0.007 -0.007    0.81       0.94
+    mean-mean       0.875   0.950 0.060 0.073 -0.008  0.013    0.88       1.01
+    mean-sigma      0.950   0.875 0.093 0.081  0.035 -0.004    1.22       1.04
+    haebara         0.850   0.850 0.040 0.030  0.001 -0.003    0.98       0.97
+    stocking-lord   0.850   0.850 0.043 0.030 -0.003  0.000    0.92       0.97
+    fixed           0.875   0.900 0.042 0.029 -0.014 -0.002    1.06       1.19
+    concurrent      0.900   0.925 0.042 0.030 -0.005 -0.001    1.04       1.10
 
-(2026-11-27, the default marginal prior with the slope centre learned; with it fixed, ``--a-centre fixed``,
+(2026-11-27, data/real_run/bank/link_simulated.csv. With ``--item-prior fixed``, the default before, whose c prior
+stays centred on 1/4: Haebara .70 / .80, Stocking-Lord .65 / .80, fixed .775 / .85, concurrent .825 / .825,
+data/real_run/bank/link_simulated_fixed_prior.csv; with the slope centre fixed too,
 data/real_run/bank/link_simulated_slope_centre_fixed.csv: Haebara .75 / .85, Stocking-Lord .70 / .85.)
 
 Other regimes (``--model 2pl``, ``--c-range 0.15,0.35``, ``--unique-new 15 --target-new 0.8``,
-``--item-prior hierarchical [--a-centre fixed]``, ``--n-choices 6``, ``--examinees 2000``; ``--first-rep 100``
-draws another 40 data sets): the table in docs/guide/bank.md. The
-curve methods' A miss here is an error, not an interval width: with c off the prior's centre their error in
+``--item-prior fixed|hierarchical [--a-centre fixed]``, ``--n-choices 6``, ``--examinees 2000``; ``--first-rep 100``
+draws another 40 data sets): the table in docs/guide/bank.md. Under ``--item-prior fixed`` the
+curve methods' A miss is an error, not an interval width: with c off the prior's centre their error in
 log A follows the new group's mean (regressed on mu: slope -0.098, corr -0.74 for Stocking-Lord). It is the
 centre of the c prior: with the fits' prior centred on the true guessing level (``--n-choices 6``, 1/6
 against a true mean 0.175) the slope is -0.027 and Stocking-Lord's A covers 0.825; with the centre learned

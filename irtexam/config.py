@@ -3,7 +3,7 @@
 A fit has three kinds of settings, kept apart as scikit-learn keeps ``_parameter_constraints``:
 
 * the **model** (:class:`irtexam.irt.model.ModelSpec`): ``model`` (the kind), ``facets``, ``guessing``,
-  ``n_choices``, ``identify``, ``residual``, ``item_prior``, ``slope_centre``;
+  ``n_choices``, ``identify``, ``residual``, ``item_prior``, ``slope_centre``, ``guessing_centre``;
 * the **estimator** (:class:`EstimatorOptions`): ``method`` and how it runs (seed, held-out cells,
   NUTS chains, EM tolerance, ...);
 * the **output** (:class:`OutputOptions`): how many posterior draws a fit keeps, progress bars.
@@ -95,14 +95,19 @@ OPTIONS: tuple[Option, ...] = (
            "their levels sum to 0, or the first level is 0"),
     Option("residual", "model", False, bool, "add a per-examinee residual to the facet sum (sigma e_m, "
            "sigma ~ HalfNormal(1))"),
-    Option("item_prior", "model", None, ("hierarchical", "fixed", "none"), "hierarchical: the centres of the priors "
-           "on d and c are learned from the exam (the default of map and nuts); fixed: centred on d = 0, c = "
-           "1/n_choices (the default of em); the centre of log a follows slope_centre; none: flat priors, pure marginal maximum "
-           "likelihood as mirt (em only)", none_ok=True),
+    Option("item_prior", "model", None, ("hierarchical", "fixed", "none"), "hierarchical (the default): the centres "
+           "of the priors on log a, d and c are learned from the exam by empirical Bayes (the c centre as "
+           "guessing_centre says); fixed: centred on d = 0, c = 1/n_choices, the centre of log a following "
+           "slope_centre; none: flat priors, pure marginal maximum likelihood as mirt (em only)", none_ok=True),
     Option("slope_centre", "model", None, ("learned", "fixed"), "the centre of the prior on log a: learned (the "
            "default of em) from the items by empirical Bayes, as BILOG's floating prior, so slopes far from 1 are not "
            "pulled towards it; fixed: a = 1 (BILOG's default; the only choice of map and nuts, whose ability prior "
            "sets the scale)", none_ok=True),
+    Option("guessing_centre", "model", None, ("auto", "learned", "fixed"), "the centre of the prior on the 3PL's "
+           "c under item_prior hierarchical: auto (the default of em) learns it where the data can inform it (a "
+           "median of at least 300 responses per item, and then the responses carry at least 5 percent of the c's "
+           "precision) and holds it at 1/n_choices otherwise; learned; fixed: 1/n_choices (map and nuts learn it)",
+           none_ok=True),
     # estimator
     Option("method", "estimator", "auto", ("auto",) + METHODS, "auto (default): the marginal estimator (em) without "
            "facets; with facets NUTS below 50 items, where the joint mode's facet intervals under-cover, the joint "

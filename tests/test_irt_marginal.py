@@ -488,30 +488,103 @@ def _easy_exam(shift: float, seed: int = 1) -> ResponseMatrix:
 
 
 def test_an_exam_too_easy_to_inform_guessing_says_so():
-    """Proportion correct 0.96: the data carry under 6% of the c's precision (guessing_data_share). The default
-    (fixed c prior) warns that the c's are its own; learned centres (item_prior='hierarchical') warn that their c
-    centre follows noise and name item_prior='fixed'. An exam of simulate's shape (proportion correct about 0.6)
-    does not warn, and its data share is far above the threshold."""
+    """Proportion correct 0.96. The default (guessing_centre='auto') tries the learned centre, finds the responses
+    carry under 5% of the c's precision (complete-data share), refits with the centre held at 1/4 and says so once.
+    A fixed c prior warns that the c's are its own (data share under 6%); a centre learned on request
+    (guessing_centre='learned') runs away from the true 0.2 and the warning names guessing_centre='fixed'. An exam of
+    simulate's shape (proportion correct about 0.6) keeps the learned centre and does not warn."""
     easy = _easy_exam(-3.5)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         default = irtexam.fit(easy, model="3pl", draws=20)
-        learned = irtexam.fit(easy, model="3pl", item_prior="hierarchical", draws=20)
+        fixed = irtexam.fit(easy, model="3pl", item_prior="fixed", draws=20)
+        learned = irtexam.fit(easy, model="3pl", guessing_centre="learned", draws=20)
     said = [str(w.message) for w in caught if w.category is irtexam.IdentificationWarning
             and "guessing parameters" in str(w.message)]
-    assert len(said) == 2
-    assert "the reported c's are the prior's" in said[0] and "proportion correct 0.96" in said[0]
-    assert "item_prior='fixed'" in said[1]
-    assert default.fit_stats["item_prior"]["c_data_share"] < learned.fit_stats["item_prior"]["c_data_share"]
-    assert learned.fit_stats["item_prior"]["c_data_share"] < mf.GUESSING_SHARE_MIN
-    assert default.fit_stats["item_prior"]["c_mean"] == 0.25
+    assert len(said) == 3
+    assert "held at 1/4" in said[0] and "guessing_centre='auto'" in said[0] and "guessing=" in said[0]
+    assert "the reported c's are the prior's" in said[1] and "proportion correct 0.96" in said[1]
+    assert "guessing_centre='fixed'" in said[2]
+    summary = default.fit_stats["item_prior"]
+    assert summary["kind"] == "hierarchical" and summary["guessing_centre"] == "fixed" and summary["c_mean"] == 0.25
+    assert "less than 5%" in summary["guessing_centre_rule"]
+    assert fixed.fit_stats["item_prior"]["c_data_share"] < mf.GUESSING_SHARE_MIN
+    assert learned.fit_stats["item_prior"]["c_complete_share"] < mf.GUESSING_CENTRE_MIN_SHARE
     assert learned.items["c"].mean() > 0.3            # the learned centre ran away from the true 0.2 (measured 0.52)
+    assert abs(default.items["c"].mean() - 0.25) < 0.01
     normal = _easy_exam(0.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = irtexam.fit(normal, model="3pl", draws=20)
     assert not [w for w in caught if "guessing parameters" in str(w.message)]
+    assert fit.fit_stats["item_prior"]["guessing_centre"] == "learned"
+    assert fit.fit_stats["item_prior"]["c_complete_share"] > 2 * mf.GUESSING_CENTRE_MIN_SHARE
     assert fit.fit_stats["item_prior"]["c_data_share"] > 3 * mf.GUESSING_SHARE_MIN
+
+
+def test_guessing_centre_auto_holds_the_centre_below_300_responses_per_item():
+    """The size half of guessing_centre='auto', on the spec alone, and through fit: a median of 60 responses per
+    item holds the c centre at 1/n_choices (the learned centre's small-sample bias: -0.14 at 200 x 60), 300 keeps
+    it learned; nothing to decide without a learned c centre."""
+    spec = mdl.ModelSpec(kind="3pl", item_prior="hierarchical")
+    mask = np.ones((5, 300), dtype=bool)
+    assert mf.guessing_centre_by_size(spec, mask)[0].guessing_centre == "learned"
+    mask[:3, 240:] = False                                               # median 240 responses per item
+    held, reason = mf.guessing_centre_by_size(spec, mask)
+    assert held.guessing_centre == "fixed" and "a median of 240 responses per item" in reason
+    assert mf.guessing_centre_by_size(replace(spec, item_prior="fixed"), mask) == (replace(spec, item_prior="fixed"),
+                                                                                  None)
+    assert mf.guessing_centre_by_size(replace(spec, kind="2pl"), mask)[1] is None
+    responses, _ = irtexam.simulate(20, 60, model="3pl", seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = irtexam.fit(responses, model="3pl", draws=20)
+    assert small.fit_stats["item_prior"]["guessing_centre"] == "fixed"
+    assert "fewer than 300" in small.fit_stats["item_prior"]["guessing_centre_rule"]
+    assert small.fit_stats["item_prior"]["c_mean"] == 0.25
+    with pytest.raises(IrtexamError, match="guessing_centre='auto' needs method='em'"):
+        irtexam.fit(responses, model="3pl", method="map", guessing_centre="auto")
+
+
+def test_guessing_complete_data_share_is_the_expected_information_by_finite_differences():
+    """J_i, the expected complete-data information of (log a, d, logit c), equals minus the Hessian (central
+    differences) of sum_q n_q [P0 log P(x) + (1 - P0) log (1 - P(x))] at x0, P0 = P(x0); the share is then
+    1 - tau [(J + T)^{-1}]_cc with the prior's precisions T by hand (log a: 1, d: 1 / 4, logit c: 20 c (1 - c))."""
+    from types import SimpleNamespace
+
+    from irtexam.irt.marginal import Layout, quadrature
+    rng = np.random.default_rng(4)
+    nodes = quadrature()
+    X = np.array([[0.2, -0.5, -1.2], [-0.3, 1.0, -0.8]])
+    weights = rng.dirichlet(np.ones(nodes.size), size=50)                     # 50 examinees' node posteriors
+    mask = np.ones((2, 50), dtype=bool)
+    mask[1, :20] = False
+    result = SimpleNamespace(X=X, columns=("a", "d", "c"), nodes=nodes, weights=weights, hyper={},
+                             layout=Layout(free_rows=np.ones(2, dtype=bool), n_columns=3,
+                                           free_mean=np.zeros(1, dtype=bool), free_sd=np.zeros(1, dtype=bool)))
+    spec = mdl.ModelSpec(kind="3pl", item_prior="fixed", log_a_scale=1.0)
+    share = mf.guessing_complete_data_share(result, spec, mask)
+
+    def prob(x: np.ndarray) -> np.ndarray:
+        c = 1 / (1 + np.exp(-x[2]))
+        return c + (1 - c) / (1 + np.exp(-(np.exp(x[0]) * nodes + x[1])))
+
+    for i in range(2):
+        n = mask[i].astype(float) @ weights
+        p0 = prob(X[i])
+        f = lambda x: float(np.sum(n * (p0 * np.log(prob(x)) + (1 - p0) * np.log1p(-prob(x)))))  # noqa: E731
+        h = 1e-4
+        J = np.zeros((3, 3))
+        for j in range(3):
+            for k in range(3):
+                e_j, e_k = np.eye(3)[j] * h, np.eye(3)[k] * h
+                J[j, k] = -(f(X[i] + e_j + e_k) - f(X[i] + e_j - e_k) - f(X[i] - e_j + e_k)
+                            + f(X[i] - e_j - e_k)) / (4 * h * h)
+        c = 1 / (1 + np.exp(-X[i, 2]))
+        tau = 20 * c * (1 - c)
+        total = J + np.diag([1.0, 0.25, tau])
+        assert share[i] == pytest.approx(1 - tau * np.linalg.inv(total)[2, 2], abs=1e-5)
+    assert mf.guessing_complete_data_share(result, replace(spec, kind="2pl"), mask) is None
 
 
 def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_variance():

@@ -17,6 +17,7 @@ import pytest
 
 import irtexam
 from irtexam import config
+from irtexam.cli import main
 from irtexam.errors import InputError, IrtexamError
 from irtexam.irt import kinds
 from irtexam.irt import model as mdl
@@ -205,7 +206,10 @@ def test_one_option_table_for_python_and_the_cli():
     assert estimator == {n for n, g in table.items() if g == "estimator"} - {"method"}
     assert output == {n for n, g in table.items() if g == "output"}
     assert set(config.MODEL_OPTIONS) == {"model", "guessing", "n_choices", "identify", "residual", "item_prior",
-                                         "slope_centre"}
+                                         "slope_centre", "guessing_centre"}
+    # argparse formats each flag's help with %: a bare % (as "5%") broke `irtexam fit --help`
+    assert not [o.name for o in config.OPTIONS if "%" in o.help]
+    assert main(["fit", "--help"]) == 0
     doc = irtexam.fit.__doc__
     missing = [name for name in table if f"``{name}``" not in doc]
     assert not missing, f"fit's docstring does not name {missing}"

@@ -367,3 +367,31 @@ def test_separate_link_pairs_draws_independently(fits):
     assert t["A_sd_estimation"] > 0.005 and t["B_sd_estimation"] > 0.005
     n = fit.design.n_examinees
     assert t["B_sd_population_removed"] == pytest.approx(np.sqrt(2 / n))
+
+
+def test_forms_fitted_with_different_guessing_centres_are_named_before_linking():
+    """guessing_centre='auto' decides per form; two forms that came out differently (one learned, one held at
+    1/n_choices) would be linked through common items the priors moved apart, so link says which settings differ."""
+    from irtexam.bank.link import prior_mismatch
+    from irtexam.irt.model import ModelSpec
+
+    learned = ModelSpec(kind="3pl", item_prior="hierarchical", learn_a_centre=True)
+    held = replace(learned, learn_c_centre=False)
+    assert prior_mismatch(learned, learned) is None
+    said = prior_mismatch(held, learned)
+    assert "guessing_centre fixed against learned" in said and "--guessing-centre" in said
+    assert prior_mismatch(replace(held, kind="2pl"), replace(learned, kind="2pl")) is None   # no c to differ
+    assert "item_prior fixed against hierarchical" in prior_mismatch(replace(learned, item_prior="fixed"), learned)
+
+
+@pytest.mark.slow
+def test_link_warns_when_the_forms_guessing_centres_differ():
+    """Through irtexam.link: a default fit of 150 examinees (c centre held, fewer than 300 responses per item) and
+    one with guessing_centre='learned' (about 30 s of fitting, so in the slow run)."""
+    responses, _ = irtexam.simulate(12, 150, model="3pl", seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = irtexam.fit(responses, model="3pl", draws=20)
+        b = irtexam.fit(responses, model="3pl", guessing_centre="learned", draws=20)
+    with pytest.warns(irtexam.PriorWarning, match="guessing_centre learned against fixed"):
+        irtexam.link(b, a, method="mean-sigma", draws=20)

@@ -81,31 +81,37 @@ def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> s
 # by 0.05-0.065 per unit of log sigma); the marginal estimator learns the centre by default (slope_centre="learned",
 # ModelSpec.learn_a_centre).
 MARGINAL_LOG_A_SCALE = 1.0
+# The marginal estimator's sd of the hyperprior of the c centre, mu_c ~ N(logit(1 / n_choices), 0.5^2) (the joint
+# mode and NUTS: 1). On exams nearly everyone gets right (40 items x 1000, true c 0.2, proportion correct 0.91-0.96,
+# experiments/easy_exam_guessing.py) a learned centre under sd 1 drifted to mean c 0.28-0.52, under 0.5 to
+# 0.26-0.40 (0.3: 0.26-0.30); with guessing off 1 / n_choices (c ~ U(0.05, 0.3), 150 x 800 to 10 x 2000) sd 0.5
+# keeps c within -0.004 to +0.009 (sd 1: -0.022 to +0.009; 0.3: +0.011 to +0.013, a up to x1.06).
+MARGINAL_C_CENTRE_SCALE = 0.5
 
 
 def default_item_prior(method: str) -> str:
-    """The item prior each estimator uses unless told otherwise: "hierarchical" (learned centres of the
-    priors on d and c) for the joint mode and NUTS, "fixed" (centred on d = 0, c = 1 / n_choices, with the centre
-    of log a learned by default, ``slope_centre="learned"``) for the marginal estimator. Given "hierarchical", the
-    marginal estimator learns the centres of log a, d and c by empirical Bayes, in closed form each EM cycle
-    (:func:`irtexam.irt.marginal.update_centres`; no slower than "fixed").
+    """The item prior each estimator uses unless told otherwise: "hierarchical" for all three, the centres of the
+    priors learned from the exam by empirical Bayes. The marginal estimator learns the centres of log a and d (GRM:
+    b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.update_centres`; no slower than fixed centres),
+    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal_fit.guessing_centre_by_size`):
+    learned where the median item has at least 300 responses and the responses then carry at least 5% of the c's
+    precision, held at 1 / n_choices otherwise.
 
-    With guessing around 1 / n_choices both do equally well (simulated 3PL, c ~ Beta(5, 15), 10 replications, a
-    ratio / b slope / c bias: 150 x 800 fixed 1.017 / 0.974 / +0.003, learned 1.013 / 0.974 / -0.001); with
-    guessing below it the learned centre is far better (c ~ U(0.05, 0.30), four regimes: c +0.047 to +0.057 and a
-    x1.07-1.13 fixed, c -0.022 to +0.009 and a x1.00-1.03 learned), and linked forms' intervals cover (42 of 48
-    cells in 85-95% against 34; docs/guide/bank.md). It is not the marginal default because where c is weakly
-    identified the learned centre runs away: on exams that nearly every answer gets right (40 items x 1000, true
-    c 0.2, proportion correct 0.93-0.96: mean c 0.28-0.52 learned, 0.26 fixed) and with few examinees (200 items x
-    60, simulate's c, seeds 300 and 301, true mean 0.252 and 0.258: 0.066 and 0.17 learned, 0.244 and 0.246 fixed;
-    experiments/marginal_recovery.py --regimes 200x60: a x0.82). The small-sample
-    estimates of c lean towards 0 and the learned centre follows them. A fit whose data barely inform c says so
-    (:func:`irtexam.irt.marginal_fit.guessing_message`, an :class:`irtexam.IdentificationWarning`). With slopes
-    far above a = 1 a fixed centre of log a pulls them down (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918
-    fixed, x0.984 learned; 2PL x0.944 against x0.996), which is why the marginal estimator learns that centre by
-    default (``slope_centre``; with it fixed a fit says so, :func:`irtexam.irt.marginal_fit.slope_prior_pull`,
-    :class:`irtexam.PriorWarning`)."""
-    return "fixed" if method == "em" else "hierarchical"
+    Why learned: a fixed centre pulls items that sit elsewhere. With guessing below 1 / n_choices (c ~ U(0.05,
+    0.30), four regimes from 150 x 800 to 10 x 2000) the fixed c centre gave c +0.047 to +0.057 and a x1.07-1.13,
+    the learned c -0.022 to +0.009 and a x1.00-1.03; a fixed d centre at 0 pulls the difficulties of a group
+    placed away from the items' centre (linked 2PL forms: Haebara and Stocking-Lord B covered 0.75, learned 0.90 and
+    0.925); a fixed slope centre pulls slopes far from a = 1 (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918
+    fixed, x0.984 learned). With c around 1 / n_choices both do equally well (c ~ Beta(5, 15), 10 replications, a
+    ratio / b slope / c bias, 150 x 800: fixed 1.017 / 0.974 / +0.003, learned 1.013 / 0.974 / -0.001).
+
+    Why the c centre is held where the data are thin: there the learned centre follows the items' small-sample
+    pull (simulate's c, around 0.25; mean c bias learned: -0.11 at 200 items x 60 examinees, -0.065 at 150,
+    -0.017 at 300, -0.008 at 500, 0.00 from 800) or drifts (40 items x 1000, true c 0.2, proportion correct
+    0.91-0.96: mean c 0.26-0.40 learned under the hyperprior sd :data:`MARGINAL_C_CENTRE_SCALE`, 0.28-0.52 under
+    sd 1). ``item_prior="fixed"`` is BILOG's default (d centred at 0, c at 1 / n_choices; the slope
+    centre follows ``slope_centre``)."""
+    return "hierarchical"
 
 
 def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl",
@@ -142,7 +148,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     ``irtexam fit``:
 
     * model: ``model``, ``facets`` and the keywords ``guessing``, ``n_choices``, ``identify``,
-      ``residual``, ``item_prior``, ``slope_centre``, or a whole ``spec``;
+      ``residual``, ``item_prior``, ``slope_centre``, ``guessing_centre``, or a whole ``spec``;
     * estimator: ``method``, ``seed`` and :class:`~irtexam.config.EstimatorOptions` (``options=``, or
       its fields as keywords: ``heldout``, ``abilities``, ``groups``, ``reference_group``, ``fixed_items``,
       ``init``, ``se``, ``chains``, ``warmup``, ``samples``, ``target_accept``, ``max_iter``, ``tol``,
@@ -192,11 +198,19 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     if spec is None:
         item_prior = model_options.get("item_prior") or default_item_prior(method)
         slope_centre = model_options.get("slope_centre") or ("learned" if method == "em" else "fixed")
+        guessing_centre = model_options.get("guessing_centre") or ("auto" if method == "em" else "learned")
+        if guessing_centre == "auto" and method != "em":
+            raise IrtexamError("guessing_centre='auto' needs method='em'; the joint mode and NUTS learn the centre "
+                               "under item_prior='hierarchical' (guessing_centre='learned') or hold it ('fixed')")
+        guessing_rule = guessing_centre == "auto"
         spec = mdl.ModelSpec(kind=kind, **{k: v for k, v in model_options.items()
-                                           if k not in ("item_prior", "slope_centre")},
+                                           if k not in ("item_prior", "slope_centre", "guessing_centre")},
+                             learn_c_centre=guessing_centre != "fixed",
                              facets=facet_names, item_prior=item_prior, learn_a_centre=slope_centre == "learned",
-                             log_a_scale=MARGINAL_LOG_A_SCALE if method == "em" else mdl.ModelSpec.log_a_scale)
+                             log_a_scale=MARGINAL_LOG_A_SCALE if method == "em" else mdl.ModelSpec.log_a_scale,
+                             c_centre_scale=MARGINAL_C_CENTRE_SCALE if method == "em" else mdl.ModelSpec.c_centre_scale)
     else:
+        guessing_rule = False
         spec = replace(spec, facets=facet_names or spec.facets)
     if method != "em" and spec.learn_a_centre and spec.item_prior != "none":
         raise IrtexamError("a learned slope centre (slope_centre='learned', learn_a_centre) needs method='em': the "
@@ -216,7 +230,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
                               n_draws=output.draws, abilities=options.abilities, groups=options.groups,
                               reference_group=options.reference_group, fixed_items=options.fixed_items,
-                              init=options.init, tol=options.tol, max_cycles=options.max_iter)
+                              init=options.init, tol=options.tol, max_cycles=options.max_iter,
+                              guessing_rule=guessing_rule)
         result.warnings[:0] = messages
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)

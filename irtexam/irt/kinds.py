@@ -346,7 +346,7 @@ class BinaryKind(Kind):
         sites.append(Site("d", IDENTITY, Normal(0.0, spec.b_scale), hyper=_hyper(spec, "mu_d")))
         if self.free_guessing:
             sites.append(Site("c", SIGMOID, LogitBeta(spec.c_concentration, 1.0 / spec.n_choices),
-                              hyper=_hyper(spec, "mu_c")))
+                              hyper=_hyper(spec, "mu_c") if spec.learn_c_centre else None))
         return tuple(sites)
 
     def item_params(self, u: Mapping[str, Any]) -> ItemParams:

@@ -88,6 +88,11 @@ class ModelSpec:
             learned), and with them the linking constant A of a group spread wider or narrower than the
             reference (:data:`irtexam.irt.fit.MARGINAL_LOG_A_SCALE`). The joint mode and NUTS keep log a
             centred on log_a_loc.
+        learn_c_centre: under ``item_prior="hierarchical"``, learn the centre mu_c of the c prior (True, the
+            default) or hold it at logit(1 / n_choices) (the fit option ``guessing_centre="fixed"``; "auto", the
+            marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal_fit.guessing_centre_by_size`).
+        c_centre_scale: sd of the hyperprior of mu_c, N(logit(1 / n_choices), c_centre_scale^2): 1, or the marginal
+            estimator's :data:`irtexam.irt.fit.MARGINAL_C_CENTRE_SCALE`.
     """
 
     kind: str = "3pl"
@@ -103,6 +108,8 @@ class ModelSpec:
     residual: bool = False
     item_prior: str = "hierarchical"
     learn_a_centre: bool = False
+    learn_c_centre: bool = True
+    c_centre_scale: float = 1.0
 
     def __post_init__(self) -> None:
         kind = str(self.kind).lower()
@@ -124,6 +131,12 @@ class ModelSpec:
     def slope_centre(self) -> str:
         """The centre of the log a prior: "learned" with :attr:`learn_a_centre` (the option ``slope_centre``), else "fixed"."""
         return "learned" if self.learn_a_centre else "fixed"
+
+    @property
+    def guessing_centre(self) -> str:
+        """The centre of the c prior: "learned" under ``item_prior="hierarchical"`` with :attr:`learn_c_centre`, else
+        "fixed" (at 1 / n_choices)."""
+        return "learned" if self.item_prior == "hierarchical" and self.learn_c_centre else "fixed"
 
     @property
     def kind_object(self) -> kinds.Kind:
@@ -162,13 +175,13 @@ def hyper_prior(spec: ModelSpec) -> dict[str, tuple[float, float]]:
     """(location, scale) of the normal hyperprior of each hyperparameter.
 
     mu_a ~ N(log_a_loc, 1) (only with ``learn_a_centre``), mu_d, mu_b1 ~ N(0, b_scale^2),
-    mu_c ~ N(logit(1 / n_choices), 1):
+    mu_c ~ N(logit(1 / n_choices), c_centre_scale^2) (1; the marginal estimator 0.5):
     wide enough for any exam the data can pin down (202 items locate mu_d to about
     b_scale / sqrt(202) = 0.14), centred where the fixed priors sit.
     """
     chance = 1.0 / spec.n_choices
     return {"mu_a": (spec.log_a_loc, 1.0), "mu_d": (0.0, spec.b_scale), "mu_b1": (0.0, spec.b_scale),
-            "mu_c": (float(np.log(chance / (1.0 - chance))), 1.0)}
+            "mu_c": (float(np.log(chance / (1.0 - chance))), spec.c_centre_scale)}
 
 
 def hyper_sites(spec: ModelSpec) -> tuple[Site, ...]:
@@ -337,6 +350,7 @@ def item_prior_summary(spec: ModelSpec, hyper: Mapping[str, Any] | None = None) 
     out[f"{key}_location"] = float(loc[key])
     if spec.free_guessing:
         alpha, beta = loc["c"]
+        out["guessing_centre"] = spec.guessing_centre
         out["c_mean"] = float(alpha / (alpha + beta))
     return out
 
