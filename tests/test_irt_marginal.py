@@ -585,6 +585,12 @@ def test_guessing_complete_data_share_is_the_expected_information_by_finite_diff
         total = J + np.diag([1.0, 0.25, tau])
         assert share[i] == pytest.approx(1 - tau * np.linalg.inv(total)[2, 2], abs=1e-5)
     assert mf.guessing_complete_data_share(result, replace(spec, kind="2pl"), mask) is None
+    # the node counts in chunks of items (no float copy of a large mask) equal the one product; complete: column sums
+    full = mask.astype(float) @ weights
+    assert mf.expected_node_counts(mask, np.arange(2), weights, cells_per_chunk=50) == pytest.approx(full)
+    assert mf.expected_node_counts(mask, np.array([1]), weights, cells_per_chunk=1) == pytest.approx(full[1:])
+    complete = np.ones_like(mask)
+    assert mf.expected_node_counts(complete, np.arange(2), weights) == pytest.approx(complete.astype(float) @ weights)
 
 
 def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_variance():

@@ -93,7 +93,7 @@ def default_item_prior(method: str) -> str:
     """The item prior each estimator uses unless told otherwise: "hierarchical" for all three, the centres of the
     priors learned from the exam by empirical Bayes. The marginal estimator learns the centres of log a and d (GRM:
     b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.update_centres`; no slower than fixed centres),
-    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal_fit.guessing_centre_by_size`):
+    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal_guessing.guessing_centre_by_size`):
     learned where the median item has at least 300 responses and the responses then carry at least 5% of the c's
     precision, held at 1 / n_choices otherwise.
 

@@ -90,7 +90,7 @@ class ModelSpec:
             centred on log_a_loc.
         learn_c_centre: under ``item_prior="hierarchical"``, learn the centre mu_c of the c prior (True, the
             default) or hold it at logit(1 / n_choices) (the fit option ``guessing_centre="fixed"``; "auto", the
-            marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal_fit.guessing_centre_by_size`).
+            marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal_guessing.guessing_centre_by_size`).
         c_centre_scale: sd of the hyperprior of mu_c, N(logit(1 / n_choices), c_centre_scale^2): 1, or the marginal
             estimator's :data:`irtexam.irt.fit.MARGINAL_C_CENTRE_SCALE`.
     """
