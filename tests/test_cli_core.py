@@ -97,6 +97,23 @@ def test_slope_centre_flag_reaches_the_fit_folder_and_the_fixed_centre_warns(tmp
     assert a_hat["fixed"] < a_hat["learned"]
 
 
+def test_fit_summary_says_when_and_why_the_guessing_centre_was_not_learned(tmp_path, capsys):
+    """100 examinees: guessing_centre='auto' holds the c centre at 1/4 (fewer than 300 responses per item), so the
+    summary lists it apart from the learned centres, with the rule's reason; meta.json says the same."""
+    from irtexam.irt.simulate import simulate
+
+    rm, _ = simulate(15, 100, model="3pl", seed=4)
+    data = tmp_path / "small.csv"
+    rm.to_long(include_missing=False)[["item", "examinee", "response"]].to_csv(data, index=False)
+    assert main(["fit", str(data), "--model", "3pl", "--out", str(tmp_path / "f")]) == 0
+    printed = capsys.readouterr().out
+    learned_line = next(line for line in printed.splitlines() if "item priors learned from the exam" in line)
+    assert "d centre" in learned_line and "c mean" not in learned_line
+    assert "c prior centre 0.25, not learned: held at 1/4: a median of 100 responses per item" in printed
+    prior = json.loads((tmp_path / "f" / "meta.json").read_text())["fit_stats"]["item_prior"]
+    assert prior["guessing_centre"] == "fixed" and "fewer than 300" in prior["guessing_centre_rule"]
+
+
 @pytest.mark.parametrize("content,expected", [
     ("item,examinee,score\nq1,e1,1\n", "column 'response'"),
     ("item,examinee,response\nq1,e1,1\nq1,e1,0\n", "row 2"),

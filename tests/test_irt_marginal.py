@@ -19,6 +19,7 @@ from irtexam.irt import examinee_blocks as eb
 from irtexam.irt import marginal as mg
 from irtexam.irt import marginal_em as em
 from irtexam.irt import marginal_fit as mf
+from irtexam.irt import marginal_guessing
 from irtexam.irt import marginal_information as mi
 from irtexam.irt import model as mdl
 from irtexam.irt.simulate import simulate
@@ -587,10 +588,10 @@ def test_guessing_complete_data_share_is_the_expected_information_by_finite_diff
     assert mf.guessing_complete_data_share(result, replace(spec, kind="2pl"), mask) is None
     # the node counts in chunks of items (no float copy of a large mask) equal the one product; complete: column sums
     full = mask.astype(float) @ weights
-    assert mf.expected_node_counts(mask, np.arange(2), weights, cells_per_chunk=50) == pytest.approx(full)
-    assert mf.expected_node_counts(mask, np.array([1]), weights, cells_per_chunk=1) == pytest.approx(full[1:])
+    assert marginal_guessing.expected_node_counts(mask, np.arange(2), weights, cells_per_chunk=50) == pytest.approx(full)
+    assert marginal_guessing.expected_node_counts(mask, np.array([1]), weights, cells_per_chunk=1) == pytest.approx(full[1:])
     complete = np.ones_like(mask)
-    assert mf.expected_node_counts(complete, np.arange(2), weights) == pytest.approx(complete.astype(float) @ weights)
+    assert marginal_guessing.expected_node_counts(complete, np.arange(2), weights) == pytest.approx(complete.astype(float) @ weights)
 
 
 def test_guessing_data_share_is_one_minus_prior_precision_times_posterior_variance():

@@ -59,8 +59,11 @@ def format_summary(result) -> str:
     if prior.get("kind") == "hierarchical":
         parts = [f"{name} {prior[key]:.2f}" for key, name in (("d_location", "d centre"),
                                                               ("b1_location", "b1 centre"), ("c_mean", "c mean"))
-                 if key in prior]
+                 if key in prior and not (key == "c_mean" and prior.get("guessing_centre") == "fixed")]
         lines.append("  item priors learned from the exam: " + ", ".join(parts))
+        if prior.get("guessing_centre") == "fixed":
+            lines.append(f"  c prior centre {prior['c_mean']:.2f}, not learned: "
+                         + (prior.get("guessing_centre_rule") or "guessing_centre fixed"))
     if result.facets is not None:
         for facet, group in result.facets.groupby("facet", sort=False):
             ranked = group.sort_values("theta", ascending=False)

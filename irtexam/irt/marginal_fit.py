@@ -16,7 +16,6 @@ module turns its answer into the tables every consumer reads:
 from __future__ import annotations
 
 from dataclasses import replace
-
 from typing import Any, Mapping, Sequence
 
 import jax
@@ -33,9 +32,9 @@ from . import marginal as mg
 from . import marginal_em as em
 from . import model as mdl
 from .result import LOW_Q, HIGH_Q, FitResult, item_table
-from .marginal_guessing import (GUESSING_CENTRE_MIN_RESPONSES, GUESSING_CENTRE_MIN_SHARE, GUESSING_SHARE_MIN,
-                                expected_node_counts, free_item_variances, guessing_centre_by_size,
-                                guessing_complete_data_share, guessing_data_share, guessing_message)
+from .marginal_guessing import (GUESSING_CENTRE_MIN_SHARE, GUESSING_SHARE_MIN, free_item_variances,
+                                guessing_centre_by_size, guessing_complete_data_share, guessing_data_share,
+                                guessing_message)
 from .stats import fit_statistics
 
 ABILITY_METHODS = ("eap", "map")
@@ -237,11 +236,12 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
 
     result = estimate(spec)
     complete_share = guessing_complete_data_share(result, spec, train_mask)
+    held_by_share = False  # the fallback's warning already says the data barely inform c
     if (guessing_rule and spec.guessing_centre == "learned" and complete_share is not None and complete_share.size
             and complete_share.mean() < GUESSING_CENTRE_MIN_SHARE):
         learned_share, learned_c = float(complete_share.mean()), float(np.mean(mdl.item_params(
             result.item_dict(), spec).c[result.layout.free_rows]))
-        spec = replace(spec, learn_c_centre=False)
+        spec, held_by_share = replace(spec, learn_c_centre=False), True
         result = estimate(spec)
         complete_share = guessing_complete_data_share(result, spec, train_mask)
         rule = (f"held at 1/{spec.n_choices}: with the centre learned the responses carried {100 * learned_share:.1f}% "
@@ -270,8 +270,7 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
                                     f"e.g. {design.items[wide[0]]}: the data barely identify them (few or extreme "
                                     "responses)", IdentificationWarning))
     share = guessing_data_share(result, spec)
-    if share is not None and share.size and share.mean() < GUESSING_SHARE_MIN and not any(
-            "guessing parameters" in str(m) for m in messages):
+    if share is not None and share.size and share.mean() < GUESSING_SHARE_MIN and not held_by_share:
         correct = float(np.sum(design.y, where=train_mask, dtype=np.float64)) / max(int(train_mask.sum()), 1)
         messages.append(Message(guessing_message(share, spec, correct), IdentificationWarning))
     sds = np.exp(result.log_sd)[group_info.index]
