@@ -480,6 +480,23 @@ def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
     assert abs(np.median(ratio) - 1) < 0.03 and ratio.between(0.85, 1.15).all()
 
 
+def test_many_items_in_many_blocks_of_examinees_fit_with_the_low_rank_covariance(monkeypatch):
+    """Issue 42: every fit with more than DENSE_COVARIANCE_PARAMETERS free item parameters and more than one block
+    of examinees ended in ZeroDivisionError in over_blocks (the rows of the population scores, (n_blocks, B, 0),
+    reshaped with -1). Both thresholds lowered so that a small fit takes that path: it runs, and its intervals
+    equal those of the one-block fit."""
+    from irtexam.irt import marginal_em as em
+    responses, _ = irtexam.simulate(40, 120, model="2pl", seed=5)
+    monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)
+    monkeypatch.setattr(em, "DENSE_COVARIANCE_PARAMETERS", 10)
+    one = quiet_fit(responses, model="2pl", method="em", draws=2000, seed=1)
+    monkeypatch.setattr(eb, "BLOCK_CELLS", 40 * 16)   # 16 examinees a block: 8 blocks, the last one padded
+    assert eb.response_blocks(np.zeros((40, 120)), np.ones((40, 120), bool), np.zeros(120, np.int32))[0].shape[0] == 8
+    many = quiet_fit(responses, model="2pl", method="em", draws=2000, seed=1)
+    np.testing.assert_allclose(many.items["a"], one.items["a"], rtol=1e-6)
+    np.testing.assert_allclose(many.items["a_sd"], one.items["a_sd"], rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- guessing the exam cannot inform
 def _easy_exam(shift: float, seed: int = 1) -> ResponseMatrix:
     """40 items x 1000 examinees, c = 0.2, b ~ N(shift, 1) (experiments/easy_exam_guessing.py's exams)."""

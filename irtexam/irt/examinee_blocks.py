@@ -24,15 +24,17 @@ from .design import score_dtype
 BLOCK_CELLS = 1 << 20
 
 
-def block_size(n_items: int, n_examinees: int, max_cells: int = BLOCK_CELLS) -> int:
-    """Examinees per block: all of them up to ``max_cells`` cells, else ``max_cells // n_items`` (at least 1)."""
+def block_size(n_items: int, n_examinees: int, max_cells: int | None = None) -> int:
+    """Examinees per block: all of them up to ``max_cells`` cells (default :data:`BLOCK_CELLS`, read at the call),
+    else ``max_cells // n_items`` (at least 1)."""
+    max_cells = BLOCK_CELLS if max_cells is None else max_cells
     if n_items * n_examinees <= max_cells:
         return max(n_examinees, 1)
     return max(1, max_cells // max(n_items, 1))
 
 
 def response_blocks(y: np.ndarray, mask: np.ndarray, group: np.ndarray, max_score: int = 1,
-                    max_cells: int = BLOCK_CELLS) -> tuple[np.ndarray, np.ndarray]:
+                    max_cells: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The responses as the kernels take them: scores (n_blocks, B, I), examinee-major, int8 (int16 above 126
     categories), -1 where missing, and the examinees' groups (n_blocks, B), int32; the last block is padded with
     examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.posterior_over_nodes`).
@@ -72,4 +74,7 @@ def over_blocks(fn: Callable[[Any, Any], tuple[Any, Any]], responses: Any, group
         return jax.tree_util.tree_map(jnp.add, total, sums), rows
 
     total, rows = jax.lax.scan(jax.checkpoint(step), zero, (responses, groups))
-    return total, jax.tree_util.tree_map(lambda r: r.reshape(-1, *r.shape[2:]), rows)
+    # the row count spelled out: reshape(-1, ...) of an array with a zero-size axis (a fit with no free population
+    # parameter has (n_blocks, B, 0) of them) is a division by zero in jax
+    n_rows = responses.shape[0] * responses.shape[1]
+    return total, jax.tree_util.tree_map(lambda r: r.reshape(n_rows, *r.shape[2:]), rows)
