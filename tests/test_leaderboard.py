@@ -83,7 +83,7 @@ def test_a_marginal_option_keeps_the_marginal_estimator_and_se_modes_are_the_joi
 def test_leaderboard_shapes_recover_on_the_sample_standardised_scale(shape, model):
     row, fit = recovery(*shape, model, seed=11)
     assert fit.method == "map"
-    assert abs(row["a_ratio"] - 1) < 0.03 + (0.03 if model == "3pl" else 0.0)
+    assert abs(row["a_ratio"] - 1) < (0.04 if model == "3pl" else 0.03)
     assert abs(row["b_slope"] - 1) < 0.03 and abs(row["theta_slope"] - 1) < 0.03
-    assert 0.85 <= row["cov_a"] <= 0.95 and 0.85 <= row["cov_b"] <= 0.95 and 0.83 <= row["cov_theta"] <= 0.95
+    assert 0.85 <= row["cov_a"] <= 0.95 and 0.85 <= row["cov_b"] <= 0.95 and 0.85 <= row["cov_theta"] <= 0.95
     assert row["distinct"] == row["patterns"]
