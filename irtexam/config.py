@@ -144,7 +144,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("draws", "output", None, POSITIVE_INT, "posterior draws a MAP or EM fit keeps (NUTS keeps chains x "
            "samples); default 500, an EM fit of more than 100,000 examinees fewer (50,000,000 / examinees, at "
            "least 100: their ability draws stay near 200 MB)", cli=False, none_ok=True),
-    Option("progress", "output", False, bool, "show the sampler's progress bar (NUTS)", cli=False),
+    Option("progress", "output", False, bool, "show progress: the sampler's bar (NUTS), a line every 2 s (the "
+           "joint mode without facets)", cli=False),
 )
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 MODEL_OPTIONS = tuple(o.name for o in OPTIONS if o.group == "model")

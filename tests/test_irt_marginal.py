@@ -165,6 +165,60 @@ def test_observed_and_crossproduct_information_agree():
     assert np.abs(exact.X - cross.X).max() < 5e-3  # EM to tol without polish vs polished: same mode
 
 
+def test_louis_low_rank_information_agrees_with_the_exact_one_where_examinees_answer_many_items(monkeypatch):
+    """Issue 42: above the exact information's budget, with fewer examinees than parameters, the information is
+    each item's complete-data block minus the missing information to second order (LowRankCovariance, sign -1).
+    Where both can be computed (250 items x 120 examinees: narrow posteriors) its standard errors equal the exact
+    Louis information's; the score cross-product, singular here, gave standard errors several times too wide."""
+    responses, _ = simulate(250, 120, model="2pl", seed=6)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind="2pl", item_prior="hierarchical", learn_a_centre=True, log_a_scale=1.0)
+    exact = em.em_estimate(spec, y, mask)
+    assert exact.information == "observed"
+    monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 0.0)
+    low = em.em_estimate(spec, y, mask, start=exact.X)
+    assert low.information == "louis-low-rank" and isinstance(low.covariance, em.LowRankCovariance)
+    ratio = np.sqrt(em.variances(low) / np.diag(exact.covariance))
+    assert 0.97 < np.median(ratio) < 1.03 and ratio.min() > 0.85 and ratio.max() < 1.15
+    monkeypatch.setattr(em, "LOUIS_EXAMINEE_RATIO", 0)
+    cross = em.em_estimate(spec, y, mask, start=exact.X)
+    assert cross.information == "crossprod" and np.median(np.sqrt(em.variances(cross) / np.diag(exact.covariance))) > 2
+
+
+def test_low_rank_louis_covariance_is_the_dense_inverse_and_samples_it():
+    """Q = B - V'V by Woodbury (sign -1): its diagonal and its draws are those of the dense inverse."""
+    from irtexam.irt.marginal_em import LowRankCovariance
+    rng = np.random.default_rng(2)
+    n_items, p, rank = 30, 2, 12
+    root = rng.normal(size=(n_items, p, p))
+    blocks = root @ np.swapaxes(root, 1, 2) + 3.0 * np.eye(p)
+    rows = 0.1 * rng.normal(size=(rank, n_items * p))
+    dense = -rows.T @ rows
+    for i in range(n_items):
+        dense[i * p:(i + 1) * p, i * p:(i + 1) * p] += blocks[i]
+    assert np.linalg.eigvalsh(dense).min() > 0
+    covariance = np.linalg.inv(dense)
+    low = LowRankCovariance.from_parts(blocks, rows, sign=-1)
+    np.testing.assert_allclose(low.diagonal(), np.diag(covariance), rtol=1e-10)
+    draws = low.sample(100_000, np.random.default_rng(3))
+    assert np.abs(np.cov(draws.T) - covariance).max() < 0.02 * np.abs(covariance).max()
+
+
+def test_the_grid_is_refined_where_posteriors_are_narrower_than_its_spacing():
+    """Issue 42: 61 nodes 0.2 apart cannot integrate posteriors of sd 0.05 (the rectangle rule's error is
+    about 2 exp(-2 pi^2 sd^2 / h^2)): refined_nodes asks for a spacing at the posteriors' sd, and keeps the grid
+    where it already resolves them."""
+    nodes = mg.quadrature()
+    narrow = np.exp(-0.5 * ((nodes[None, :] - np.array([[0.0], [0.5]])) / 0.05) ** 2)
+    narrow /= narrow.sum(axis=1, keepdims=True)   # on the coarse grid: all the mass on one node, sd ~0
+    assert 241 < mf.refined_nodes(narrow, nodes) <= mf.MAX_NODES   # spacing below 0.05
+    wide = np.exp(-0.5 * ((nodes[None, :] - 0.3) / 0.4) ** 2)
+    assert mf.refined_nodes(wide / wide.sum(), nodes) == len(nodes)
+    fine = mg.quadrature(241)                     # spacing 0.05 = the sd: kept
+    resolved = np.exp(-0.5 * ((fine[None, :] - 0.2) / 0.05) ** 2)
+    assert mf.refined_nodes(resolved / resolved.sum(), fine) == 241
+
+
 def test_em_mode_has_zero_gradient():
     responses, _ = simulate(15, 800, model="3pl", seed=8)
     y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed

@@ -61,7 +61,7 @@ def test_a_many_items_fit_by_default_is_right_and_its_intervals_cover():
     intervals as wide as the prior here (median a_sd 1.95 for an actual error of 0.16: coverage 1.00) and
     abilities whose mean was off by 0.07; the default now fits the joint mode."""
     row, fit = recovery(600, 300, "2pl", seed=3)
-    assert fit.method == "map" and "600 items" in fit.fit_stats["method_rule"]
+    assert fit.method == "map" and "answered 600 items" in fit.fit_stats["method_rule"]
     assert abs(row["a_ratio"] - 1) < 0.04 and abs(row["b_slope"] - 1) < 0.03 and abs(row["theta_slope"] - 1) < 0.03
     assert 0.8 <= row["cov_a"] <= 0.97 and 0.8 <= row["cov_b"] <= 0.97 and 0.8 <= row["cov_theta"] <= 0.97
     assert row["a_sd"] < 0.3

@@ -76,5 +76,4 @@ def over_blocks(fn: Callable[[Any, Any], tuple[Any, Any]], responses: Any, group
     total, rows = jax.lax.scan(jax.checkpoint(step), zero, (responses, groups))
     # the row count spelled out: reshape(-1, ...) of an array with a zero-size axis (a fit with no free population
     # parameter has (n_blocks, B, 0) of them) is a division by zero in jax
-    n_rows = responses.shape[0] * responses.shape[1]
-    return total, jax.tree_util.tree_map(lambda r: r.reshape(n_rows, *r.shape[2:]), rows)
+    return total, jax.tree_util.tree_map(lambda r: r.reshape(r.shape[0] * r.shape[1], *r.shape[2:]), rows)

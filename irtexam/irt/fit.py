@@ -101,21 +101,29 @@ def resolve_method(method: str, facets: Sequence[str] | None, n_items: int, per_
     return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
 
 
-def marginal_only_options(options: EstimatorOptions, model_options: dict[str, Any],
-                          spec: mdl.ModelSpec | None) -> list[str]:
-    """The options given that only the marginal estimator has (``auto`` then keeps it)."""
-    asked = []
-    if options.groups is not None:
-        asked.append("groups")
-    if options.fixed_items is not None:
-        asked.append("fixed_items")
-    if model_options.get("item_prior") == "none" or (spec is not None and spec.item_prior == "none"):
+def marginal_only_options(given: dict[str, Any], spec: mdl.ModelSpec | None = None) -> list[str]:
+    """The options among ``given`` (option name -> value; None: not given) and ``spec`` that only the marginal
+    estimator has: with any of them ``auto`` keeps it."""
+    asked = [name for name in ("groups", "fixed_items") if given.get(name) is not None]
+    if given.get("item_prior") == "none" or (spec is not None and spec.item_prior == "none"):
         asked.append("item_prior='none'")
-    if model_options.get("slope_centre") == "learned" or (spec is not None and spec.learn_a_centre):
+    if given.get("slope_centre") == "learned" or (spec is not None and spec.learn_a_centre):
         asked.append("slope_centre='learned'")
-    if model_options.get("guessing_centre") == "auto":
+    if given.get("guessing_centre") == "auto":
         asked.append("guessing_centre='auto'")
     return asked
+
+
+def auto_note(requested: str, method: str, facets: Sequence[str] | None, observed: np.ndarray) -> str | None:
+    """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise)."""
+    if requested != "auto" or facets:
+        return None
+    per_examinee = items_per_examinee(observed)
+    if method == "map":
+        return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
+                "joint mode is consistent and fast; --method em forces the marginal estimator")
+    return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
+            "--method map forces the joint mode")
 
 
 # The marginal estimator's prior sd of log a. The joint mode's 0.5 anchors the common level of the discriminations
@@ -242,7 +250,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     requested = method
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items,
                             items_per_examinee(responses.observed) if method == "auto" else None,
-                            marginal_only_options(options, model_options, spec))
+                            marginal_only_options({**model_options, "groups": options.groups,
+                                                   "fixed_items": options.fixed_items}, spec))
     leaderboard = requested == "auto" and method == "map" and not (facet_names or (spec is not None and spec.facets))
     if method == "em" and isinstance(options.se, str) and options.se != "auto":
         raise IrtexamError(f"se='{options.se}' chooses the joint mode's Laplace covariance (method='map'); the marginal "
@@ -293,9 +302,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
         if leaderboard:
-            result.fit_stats["method_rule"] = (
-                f"auto: the joint mode, the median examinee answered {items_per_examinee(design.mask):.0f} items "
-                f"(at least {LEADERBOARD_ITEMS}: too many for the marginal estimator's fixed quadrature grid)")
+            result.fit_stats["method_rule"] = auto_note(requested, method, None, design.mask)
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:
