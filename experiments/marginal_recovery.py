@@ -9,7 +9,7 @@ parameters moved with them, a* = a s, b* = (b - m) / s (c unchanged). Nothing is
 Printed per regime and replication: the geometric mean of a_hat / a*, the slope of b_hat on b*
 (least squares), the slope of theta_hat on theta*, mean c_hat - c, the share of 90% intervals of a, b, c,
 theta that contain the truth, and how many examinees share an ability with another whose responses differ
-(``ties``: abilities equal to 6 decimals, response patterns not).
+(``ties``: abilities equal to 9 decimals, response patterns not).
 
     python experiments/marginal_recovery.py                      # every regime, 2 replications
     python experiments/marginal_recovery.py --regimes 150x3000 --models 3pl --reps 4
@@ -44,10 +44,10 @@ def true_on_sample_scale(truth: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def tied_examinees(theta_hat: np.ndarray, values: np.ndarray) -> int:
-    """Examinees whose ability (to 6 decimals) equals that of another examinee with a different response pattern
+    """Examinees whose ability (to 9 decimals) equals that of another examinee with a different response pattern
     (``values``: items x examinees, NaN missing)."""
     patterns = np.unique(np.nan_to_num(values, nan=-1.0), axis=1, return_inverse=True)[1].reshape(-1)
-    frame = pd.DataFrame({"theta": np.round(theta_hat, 6), "pattern": patterns})
+    frame = pd.DataFrame({"theta": np.round(theta_hat, 9), "pattern": patterns})
     return int((frame.groupby("theta")["pattern"].transform("nunique") > 1).sum())
 
 

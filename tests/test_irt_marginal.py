@@ -16,11 +16,11 @@ import irtexam
 from irtexam.errors import IrtexamError
 from irtexam.irt import kinds
 from irtexam.irt import examinee_blocks as eb
-from irtexam.irt import marginal as mg
-from irtexam.irt import marginal_em as em
-from irtexam.irt import marginal_fit as mf
-from irtexam.irt import marginal_guessing
-from irtexam.irt import marginal_information as mi
+from irtexam.irt.marginal import steps as mg
+from irtexam.irt.marginal import em
+from irtexam.irt.marginal import fit as mf
+from irtexam.irt.marginal import guessing as marginal_guessing
+from irtexam.irt.marginal import information as mi
 from irtexam.irt import model as mdl
 from irtexam.irt.simulate import simulate
 from irtexam.responses import ResponseMatrix
@@ -187,7 +187,7 @@ def test_louis_low_rank_information_agrees_with_the_exact_one_where_examinees_an
 
 def test_low_rank_louis_covariance_is_the_dense_inverse_and_samples_it():
     """Q = B - V'V by Woodbury (sign -1): its diagonal and its draws are those of the dense inverse."""
-    from irtexam.irt.marginal_em import LowRankCovariance
+    from irtexam.irt.marginal.em import LowRankCovariance
     rng = np.random.default_rng(2)
     n_items, p, rank = 30, 2, 12
     root = rng.normal(size=(n_items, p, p))
@@ -501,7 +501,7 @@ def test_blocks_of_examinees_give_the_one_block_results():
 
 def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
     """Many items (over DENSE_COVARIANCE_PARAMETERS): Q^-1 with Q = B + S'S by Woodbury, never dense."""
-    from irtexam.irt.marginal_em import LowRankCovariance
+    from irtexam.irt.marginal.em import LowRankCovariance
     rng = np.random.default_rng(0)
     n_items, p, n_examinees = 40, 3, 25
     root = rng.normal(size=(n_items, p, p))
@@ -521,7 +521,7 @@ def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
 def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
     import warnings
 
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     responses, _ = irtexam.simulate(60, 300, model="2pl", seed=4)
     monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)   # the crossprod information, as for large exams
     with warnings.catch_warnings():
@@ -539,7 +539,7 @@ def test_many_items_in_many_blocks_of_examinees_fit_with_the_low_rank_covariance
     of examinees ended in ZeroDivisionError in over_blocks (the rows of the population scores, (n_blocks, B, 0),
     reshaped with -1). Both thresholds lowered so that a small fit takes that path: it runs, and its intervals
     equal those of the one-block fit."""
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     responses, _ = irtexam.simulate(40, 120, model="2pl", seed=5)
     monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)
     monkeypatch.setattr(em, "DENSE_COVARIANCE_PARAMETERS", 10)
@@ -624,7 +624,7 @@ def test_guessing_complete_data_share_is_the_expected_information_by_finite_diff
     1 - tau [(J + T)^{-1}]_cc with the prior's precisions T by hand (log a: 1, d: 1 / 4, logit c: 20 c (1 - c))."""
     from types import SimpleNamespace
 
-    from irtexam.irt.marginal import Layout, quadrature
+    from irtexam.irt.marginal.steps import Layout, quadrature
     rng = np.random.default_rng(4)
     nodes = quadrature()
     X = np.array([[0.2, -0.5, -1.2], [-0.3, 1.0, -0.8]])

@@ -70,7 +70,7 @@ FAST_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optim
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
-_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal.py", "marginal_em.py",
+_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal/steps.py", "marginal/em.py", "marginal/information.py",
                  "stats.py")  # the code they trace
 
 

@@ -37,7 +37,7 @@ def response_blocks(y: np.ndarray, mask: np.ndarray, group: np.ndarray, max_scor
                     max_cells: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The responses as the kernels take them: scores (n_blocks, B, I), examinee-major, int8 (int16 above 126
     categories), -1 where missing, and the examinees' groups (n_blocks, B), int32; the last block is padded with
-    examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.posterior_over_nodes`).
+    examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.steps.posterior_over_nodes`).
 
     One byte a cell instead of the (K + 1) x 8 of a float64 one-hot array: 10^8 binary cells take 100 MB, not
     1.6 GB. ``y``, ``mask``: (I, E) scores and observed cells; ``group``: (E,) group of each examinee.

@@ -2,7 +2,7 @@
 
 :func:`fit` checks its settings against the option table (:mod:`irtexam.config`), builds the
 model specification and the design, and calls one estimator module: the marginal EM
-(:mod:`irtexam.irt.marginal_fit`), the joint mode (:mod:`irtexam.irt.joint`) or NUTS
+(:mod:`irtexam.irt.marginal.fit`), the joint mode (:mod:`irtexam.irt.joint`) or NUTS
 (:mod:`irtexam.irt.nuts`). Every estimator returns a :class:`FitResult` with the same tables and
 an arviz InferenceData with the same variable names and dims.
 """
@@ -146,8 +146,8 @@ MARGINAL_C_CENTRE_SCALE = 0.5
 def default_item_prior(method: str) -> str:
     """The item prior each estimator uses unless told otherwise: "hierarchical" for all three, the centres of the
     priors learned from the exam by empirical Bayes. The marginal estimator learns the centres of log a and d (GRM:
-    b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.update_centres`; no slower than fixed centres),
-    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal_guessing.guessing_centre_by_size`):
+    b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.steps.update_centres`; no slower than fixed centres),
+    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`):
     learned where the median item has at least 300 responses and the responses then carry at least 5% of the c's
     precision, held at 1 / n_choices otherwise.
 
@@ -292,7 +292,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
     if method == "em":
-        from .marginal_fit import fit_marginal
+        from .marginal.fit import fit_marginal
         result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
                               n_draws=output.draws, abilities=options.abilities, groups=options.groups,
                               reference_group=options.reference_group, fixed_items=options.fixed_items,

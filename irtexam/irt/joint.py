@@ -3,7 +3,7 @@
 Accurate where every examinee answers many items and every item is answered by many examinees
 (leaderboards, the real run's 202 items x 60 pipelines); where examinees answer few items the
 abilities are incidental parameters and the item slopes are biased upward (use the marginal
-estimator, :mod:`irtexam.irt.marginal_fit`). The mode is found by alternating Fisher scoring
+estimator, :mod:`irtexam.irt.marginal.fit`). The mode is found by alternating Fisher scoring
 (:mod:`irtexam.irt.alternating`, binary models without facets) or L-BFGS on the compiled log
 posterior (:func:`lbfgs_map`); uncertainty from the Laplace approximation
 (:mod:`irtexam.irt.laplace`), corrected item by item by importance sampling

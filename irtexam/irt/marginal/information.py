@@ -1,7 +1,7 @@
 """The information of the marginal estimator: the examinees' marginal score vectors, their cross-product (the
 empirical information) and the exact Hessian of the marginal log posterior by Louis' identity, each summed a
 block of examinees at a time (:mod:`irtexam.irt.examinee_blocks`). The driver is
-:mod:`irtexam.irt.marginal_em`; the model at the nodes and the E-/M-steps are :mod:`irtexam.irt.marginal`.
+:mod:`irtexam.irt.marginal.em`; the model at the nodes and the E-/M-steps are :mod:`irtexam.irt.marginal.steps`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import model as mdl
-from .examinee_blocks import block_onehot, over_blocks
-from .marginal import (Layout, block_hessians, examinee_node_loglik, item_objectives, marginal_log_posterior,
+from .. import model as mdl
+from ..examinee_blocks import block_onehot, over_blocks
+from .steps import (Layout, block_hessians, examinee_node_loglik, item_objectives, marginal_log_posterior,
                        node_log_probs, population_log_weights, posterior_over_nodes)
 
 
@@ -117,7 +117,7 @@ def missing_information(D: Any, onehot: Any, w: Any, complete: bool = False) -> 
 
 def louis_hessian(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any, hyper: Mapping[str, Any], *,
                   layout: Layout, columns: tuple, spec: mdl.ModelSpec, complete: bool = False) -> Any:
-    """The exact Hessian of :func:`irtexam.irt.marginal.marginal_log_posterior` over the free parameters, by Louis' identity.
+    """The exact Hessian of :func:`irtexam.irt.marginal.steps.marginal_log_posterior` over the free parameters, by Louis' identity.
 
     With w_mq the posterior over the nodes, g_mq the complete-data score of examinee m at node q and
     s_m = sum_q w_mq g_mq (the examinee's marginal score), the items' block is
@@ -166,7 +166,7 @@ def louis_hessian(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, n
 def louis_low_rank_parts(X: Any, mean: Any, log_sd: Any, responses: Any, groups: Any, nodes: Any,
                          hyper: Mapping[str, Any], *, layout: Layout, columns: tuple, spec: mdl.ModelSpec) -> tuple[Any, Any]:
     """The observed information of the free item parameters as each item's own block minus a low-rank part,
-    -H = C - V'V, without a dense P x P matrix (:class:`irtexam.irt.marginal_em.LowRankCovariance`, ``sign=-1``).
+    -H = C - V'V, without a dense P x P matrix (:class:`irtexam.irt.marginal.em.LowRankCovariance`, ``sign=-1``).
 
     Louis' identity per examinee: C = sum_m E_w[-d2 log p(y_m | theta)] + prior information, block diagonal by
     item (the complete-data information, from the expected counts; returned as the negative Hessian blocks

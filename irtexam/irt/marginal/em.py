@@ -1,8 +1,8 @@
 """The marginal estimator's driver: compiled kernels, the EM loop, the Newton polish and the information.
 
 The maths (the model at the quadrature nodes, the E- and M-steps, the marginal log posterior) is in
-:mod:`irtexam.irt.marginal`; this module runs it (:func:`em_estimate`) and returns a
-:class:`MarginalResult`. :mod:`irtexam.irt.marginal_fit` turns that into a :class:`FitResult`.
+:mod:`irtexam.irt.marginal.steps`; this module runs it (:func:`em_estimate`) and returns a
+:class:`MarginalResult`. :mod:`irtexam.irt.marginal.fit` turns that into a :class:`FitResult`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import IrtexamError
-from . import model as mdl
-from .examinee_blocks import response_blocks
-from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
+from ...errors import IrtexamError
+from .. import model as mdl
+from ..examinee_blocks import response_blocks
+from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
                        quadrature, to_matrix, update_centres)
-from .marginal_information import louis_hessian, louis_low_rank_parts, marginal_scores, score_cross_product
+from .information import louis_hessian, louis_low_rank_parts, marginal_scores, score_cross_product
 
-# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal_information.louis_hessian`) costs about
+# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.information.louis_hessian`) costs about
 # nodes x ((K + 1) items)^2 x examinees operations and nodes x ((K + 1) items)^2 numbers of memory; below these
 # budgets it is the information, above them the score cross-product, consistent but too wide where examinees
 # are few for the parameters (standard errors 1.3x the observed information's at 150 items x 800: coverage of
@@ -49,7 +49,7 @@ LOUIS_EXAMINEE_RATIO = 10
 @lru_cache(maxsize=16)
 def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool = False) -> dict[str, Callable]:
     """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing);
-    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal_information.missing_information`)."""
+    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal.information.missing_information`)."""
     target = partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec)
     return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
             "posterior": jax.jit(partial(posterior_weights, columns=columns, spec=spec)),
@@ -112,7 +112,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         fixed: anchor items held at given unconstrained rows of X (item position -> (p,) values).
         tol: EM stops when no parameter moved more than ``tol`` in a cycle.
         refine: ``refine(weights, nodes) -> n`` after EM has converged: where n exceeds the node count, EM goes on
-            from its answer on a grid of n nodes (:func:`irtexam.irt.marginal_fit.refined_nodes`: posteriors
+            from its answer on a grid of n nodes (:func:`irtexam.irt.marginal.fit.refined_nodes`: posteriors
             narrower than the spacing), before the information is taken.
         polish: Newton steps on the full marginal posterior after EM, with the exact Hessian (within
             :data:`EXACT_HESSIAN_BUDGET`). Off by default: EM stopped at ``tol`` = 1e-4 is within about
@@ -318,7 +318,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
     2000 x 200 3PL fit). Every loaded kernel is checked by its first call (``check=False``)."""
     import hashlib
 
-    from .compile_cache import compiled_executable
+    from ..compile_cache import compiled_executable
 
     X, mean, log_sd, blocks, block_groups, nodes = data
     parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest(),
@@ -343,7 +343,7 @@ class LowRankCovariance:
 
     * ``sign=+1``, the score cross-product: B the prior's curvature, V = S (E, P) the examinees' marginal scores;
       by Woodbury Q^-1 = B^-1 - U C U' with U = B^-1 V' (P, r), C = (I_r + V B^-1 V')^-1;
-    * ``sign=-1``, Louis' identity (:func:`irtexam.irt.marginal_information.louis_low_rank_parts`): B each item's
+    * ``sign=-1``, Louis' identity (:func:`irtexam.irt.marginal.information.louis_low_rank_parts`): B each item's
       complete-data information plus the prior's, V'V the missing information; Q^-1 = B^-1 + U C U' with
       C = (I_r - V B^-1 V')^-1 (positive definite where Q is).
 
@@ -440,7 +440,7 @@ def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, lo
 
 def _louis_low_rank_covariance(compiled: Mapping[str, Callable], args: tuple,
                                layout: Layout) -> "LowRankCovariance | None":
-    """Louis' information in low-rank form (:func:`irtexam.irt.marginal_information.louis_low_rank_parts`) as a
+    """Louis' information in low-rank form (:func:`irtexam.irt.marginal.information.louis_low_rank_parts`) as a
     covariance, or None where its second-order missing information leaves it not positive definite (the caller
     then takes the score cross-product)."""
     blocks, rows = compiled["louis_low_rank"](*args)

@@ -1,6 +1,6 @@
 """A :class:`FitResult` from the marginal estimator: item draws from the information, abilities afterwards.
 
-:mod:`irtexam.irt.marginal` estimates the item parameters with the abilities integrated out; this
+:mod:`irtexam.irt.marginal.steps` estimates the item parameters with the abilities integrated out; this
 module turns its answer into the tables every consumer reads:
 
 * item draws: the free unconstrained parameters (log a, d, logit c; GRM log a, b_1, log gaps)
@@ -23,19 +23,19 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from ..warning_types import ConvergenceWarning, IdentificationWarning, Message, PriorWarning
-from ..errors import IrtexamError
-from ..memory import give_back_freed_memory
-from ..responses import ResponseMatrix
-from . import kinds
-from . import marginal as mg
-from . import marginal_em as em
-from . import model as mdl
-from .result import LOW_Q, HIGH_Q, FitResult, item_table
-from .marginal_guessing import (GUESSING_CENTRE_MIN_SHARE, GUESSING_SHARE_MIN, free_item_variances,
+from ...warning_types import ConvergenceWarning, IdentificationWarning, Message, PriorWarning
+from ...errors import IrtexamError
+from ...memory import give_back_freed_memory
+from ...responses import ResponseMatrix
+from .. import kinds
+from . import steps as mg
+from . import em
+from .. import model as mdl
+from ..result import LOW_Q, HIGH_Q, FitResult, item_table
+from .guessing import (GUESSING_CENTRE_MIN_SHARE, GUESSING_SHARE_MIN, free_item_variances,
                                 guessing_centre_by_size, guessing_complete_data_share, guessing_data_share,
                                 guessing_message)
-from .stats import fit_statistics
+from ..stats import fit_statistics
 
 ABILITY_METHODS = ("eap", "map")
 __all__ = ["ABILITY_METHODS", "eap", "posterior_quantiles", "sample_abilities", "map_abilities", "fit_marginal"]
@@ -123,7 +123,7 @@ def map_abilities(X: np.ndarray, columns: Sequence[str], spec: mdl.ModelSpec, y:
 # its scale (issue 42; 2PL 1,000 items x 1,000: slopes x0.949, b slope 1.059). The grid is refined until its
 # spacing is at most the sd of the narrower posteriors (their first quartile), at most MAX_NODES nodes.
 NARROW_QUANTILE = 0.25
-REFINE_ABOVE = 1.25     # refine when spacing > REFINE_ABOVE x that sd (rectangle-rule error above ~1e-5)
+REFINE_ABOVE = 1.5      # refine when spacing > REFINE_ABOVE x that sd (rectangle-rule error above ~3e-4)
 MAX_NODES = 601         # spacing 0.02 on [-6, 6]
 
 
@@ -240,7 +240,7 @@ def fit_marginal(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Des
                  abilities: str = "eap", groups: Any = None, reference_group: Any = None,
                  fixed_items: pd.DataFrame | None = None, init: Any = None, tol: float = 1e-4,
                  max_cycles: int = 2000, guessing_rule: bool = False) -> FitResult:
-    """Fit ``spec`` by marginal EM (:func:`irtexam.irt.marginal.em_estimate`) and build the :class:`FitResult`.
+    """Fit ``spec`` by marginal EM (:func:`irtexam.irt.marginal.em.em_estimate`) and build the :class:`FitResult`.
 
     ``guessing_rule``: apply guessing_centre="auto" to a learned c centre: held at 1 / n_choices below
     :data:`GUESSING_CENTRE_MIN_RESPONSES` responses per item (:func:`guessing_centre_by_size`), and refitted with
@@ -369,7 +369,7 @@ def _item_draws(result: em.MarginalResult, spec: mdl.ModelSpec, n: int, rng: np.
 
 
 def mg_flatten(result: em.MarginalResult) -> np.ndarray:
-    """The free parameters of a marginal result in :class:`irtexam.irt.marginal.Layout` order."""
+    """The free parameters of a marginal result in :class:`irtexam.irt.marginal.steps.Layout` order."""
     return result.layout.flatten(result.X, result.mean, result.log_sd)
 
 
