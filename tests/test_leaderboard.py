@@ -51,6 +51,9 @@ def test_auto_picks_the_joint_mode_where_examinees_answer_many_items_unless_a_ma
     assert resolve_method("auto", None, 600, per_examinee=3000, marginal_only=["groups"]) == "em"
     assert resolve_method("em", None, 600, per_examinee=3000) == "em"
     assert resolve_method("auto", ["llm"], 600, per_examinee=3000) == "map"
+    # 10^8 cells of 500 items x 200,000 examinees: the marginal estimator's byte a cell, not the joint mode's copies
+    assert resolve_method("auto", None, 500, per_examinee=500, cells=500 * 200_000) == "em"
+    assert resolve_method("auto", None, 12032, per_examinee=12032, cells=12032 * 2211) == "map"
     observed = np.ones((600, 4), dtype=bool)
     observed[:200, 0] = False   # one examinee answered 400: the median is still 600
     assert items_per_examinee(observed) == 600.0

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
     method = resolve_method(args.method, facets, responses.n_items,
                             items_per_examinee(responses.observed) if args.method == "auto" else None,
-                            marginal_only_options(given))
+                            marginal_only_options(given), responses.n_items * responses.n_examinees)
     # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
     check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4,

@@ -70,6 +70,11 @@ def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | No
 # 1.001, 90% intervals of a, b, theta covering 0.90 / 0.90 / 0.90). At 500 x 2,000 both are right (em 0.990 /
 # 1.022, map 1.005 / 1.009); at 300 x 1,000 em is better (0.997 / 1.003 against 1.015 / 0.990).
 LEADERBOARD_ITEMS = 500
+# ... up to this many cells: the joint mode keeps a float copy of the matrix and per-cell temporaries (1.27 GB at
+# 12,032 x 2,211 = 2.7e7 cells, 48 bytes a cell), where the marginal estimator holds a byte a cell; beyond it (10^8
+# cells of 500 items x 200,000 examinees) "auto" stays with the marginal estimator, whose grid is refined to the
+# posteriors' width (irtexam.irt.marginal.fit.refined_nodes)
+LEADERBOARD_MAX_CELLS = 5e7
 # ... and there the c prior's centre is held at 1 / n_choices unless guessing_centre is given: the joint mode's
 # learned centre follows the logit-Beta prior's normaliser, summed over thousands of items, towards c = 1/2 (3PL,
 # 2,000 items x 1,000 models, c ~ Beta(5, 15): learned c +0.032 and a x1.081; held +0.007 and x1.029)
@@ -84,18 +89,20 @@ def items_per_examinee(observed: Any) -> float:
 
 
 def resolve_method(method: str, facets: Sequence[str] | None, n_items: int, per_examinee: float | None = None,
-                   marginal_only: Sequence[str] = ()) -> str:
+                   marginal_only: Sequence[str] = (), cells: float = 0.0) -> str:
     """The estimator that ``method`` names. "auto": for a hierarchical fit (``facets``) "nuts" below
     :data:`SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80% there, NUTS's 90%), else the joint
     mode "map"; without facets the marginal estimator "em" (item parameters consistent however few items each
     examinee answers), except where the median examinee answered at least :data:`LEADERBOARD_ITEMS` items
-    (``per_examinee``, :func:`items_per_examinee`; LLM leaderboards) and no option that only the marginal
-    estimator has was asked for (``marginal_only``: their names): there the joint mode "map", consistent when
-    both examinees and items are many and right where the EM's fixed quadrature grid is too coarse."""
+    (``per_examinee``, :func:`items_per_examinee`; LLM leaderboards), no option that only the marginal
+    estimator has was asked for (``marginal_only``: their names) and the matrix has at most
+    :data:`LEADERBOARD_MAX_CELLS` cells (``cells``, items x examinees): there the joint mode "map", consistent when
+    both examinees and items are many, and faster than the marginal estimator's refined grid."""
     if method != "auto":
         return method
     if not facets:
-        if per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS and not marginal_only:
+        if (per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS and not marginal_only
+                and cells <= LEADERBOARD_MAX_CELLS):
             return "map"
         return "em"
     return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
@@ -122,6 +129,9 @@ def auto_note(requested: str, method: str, facets: Sequence[str] | None, observe
     if method == "map":
         return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
                 "joint mode is consistent and fast; --method em forces the marginal estimator")
+    if per_examinee >= LEADERBOARD_ITEMS:
+        return (f"auto: no facets, {observed.size:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} "
+                "(memory), or an option only the marginal estimator has; its grid follows the posteriors' width")
     return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
             "--method map forces the joint mode")
 
@@ -251,7 +261,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items,
                             items_per_examinee(responses.observed) if method == "auto" else None,
                             marginal_only_options({**model_options, "groups": options.groups,
-                                                   "fixed_items": options.fixed_items}, spec))
+                                                   "fixed_items": options.fixed_items}, spec),
+                            responses.n_items * responses.n_examinees)
     leaderboard = requested == "auto" and method == "map" and not (facet_names or (spec is not None and spec.facets))
     if method == "em" and isinstance(options.se, str) and options.se != "auto":
         raise IrtexamError(f"se='{options.se}' chooses the joint mode's Laplace covariance (method='map'); the marginal "
