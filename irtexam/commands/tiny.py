@@ -92,6 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--k", type=_ints, default=[25, 50, 100, 200], help="subset sizes (default 25,50,100,200)")
     v.add_argument("--rules", type=_rules, default=list(RULE_CHOICES), help="selection rules (default all)")
     v.add_argument("--holdout", type=PROBABILITY_OPEN, default=0.2, help="share of models held out (0.2)")
+    v.add_argument("--splits", type=int, default=1, help="held-out splits pooled (default 1; 5 with --holdout 0.2 "
+                                                          "holds every model out once)")
     v.add_argument("--truth", metavar="TRUTH_JSON", help="truth file of `irtexam simulate` (slopes against true "
                                                           "abilities)")
     v.add_argument("--draws", type=int, default=50, help="posterior draws the calibration keeps (50)")
@@ -144,7 +146,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.truth:
         truth = json.loads(open(args.truth, encoding="utf-8").read()).get("theta")
     result = validate_tiny(args.responses, model=args.model, method=args.method, ks=args.k, rules=args.rules,
-                           holdout=args.holdout, seed=args.seed, truth_theta=truth,
+                           holdout=args.holdout, splits=args.splits, seed=args.seed, truth_theta=truth,
                            fit_options={"draws": args.draws}, progress=lambda m: print(m, flush=True))
     print(format_table(result.table))
     written = result.save(args.out)
