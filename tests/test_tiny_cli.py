@@ -53,7 +53,7 @@ def test_cli_errors_are_one_line(bank_dir, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not in the bank" in err
     assert main(["tiny", "select", str(root / "fit"), "--k", "999", "--out", str(root / "s")]) == 2
-    assert "k must be an integer from 1 to the bank's 200 items" in capsys.readouterr().err
+    assert "k (--k) must be an integer from 1 to the bank's 200 items" in capsys.readouterr().err
     assert main(["tiny", "validate", str(root / "x.csv"), "--k", "a,b", "--out", str(root / "v")]) == 2
 
 

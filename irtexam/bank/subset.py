@@ -95,7 +95,7 @@ def select_subset(bank: Any, k: int, rule: str = "info", seed: int = 0, prior_sd
     if rule not in RULES:
         raise IrtexamError(f"unknown selection rule '{rule}'; choose one of {', '.join(RULES)}")
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= tb.n_items:
-        raise IrtexamError(f"k must be an integer from 1 to the bank's {tb.n_items} items, got {k}")
+        raise IrtexamError(f"k (--k) must be an integer from 1 to the bank's {tb.n_items} items, got {k}")
     rng = np.random.default_rng(seed)
     n = tb.n_items
     cluster = None

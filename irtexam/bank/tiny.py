@@ -265,7 +265,7 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     """
     tb = TinyBank.coerce(bank)
     if not prior_sd > 0:
-        raise IrtexamError(f"tiny: prior_sd must be positive, got {prior_sd}")
+        raise IrtexamError(f"tiny: prior_sd (--prior-sd) must be positive, got {prior_sd}")
     y, models, _ = align(tb, responses)
     u = _item_weights(tb, weights)
     p = tb.prob()
@@ -308,7 +308,11 @@ def _item_weights(bank: TinyBank, weights: Any) -> np.ndarray:
     source = "weights"
     if isinstance(weights, (str, Path)):
         source = str(weights)
-        frame = pd.read_csv(weights)
+        try:
+            frame = pd.read_csv(weights)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, EOFError) as exc:
+            raise IrtexamError(f"{source}: not a subset.csv of `irtexam tiny select` ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:120]})") from None
         if not {"item", "weight"} <= set(frame.columns):
             raise IrtexamError(f"{source}: needs columns item, weight (the subset.csv of `irtexam tiny select`)")
         weights = dict(zip(frame["item"].astype(str), frame["weight"].astype(float)))

@@ -64,9 +64,9 @@ def split_models(models: Sequence[str], holdout: float, seed: int, splits: int =
     round(holdout x models) (at least one) held out, each model held out at most once while folds last
     (holdout 0.2, splits 5: five-fold cross-validation); further splits draw a new permutation."""
     if not 0 < holdout < 1:
-        raise IrtexamError(f"holdout must be a share between 0 and 1 (e.g. 0.2), got {holdout}")
+        raise IrtexamError(f"holdout (--holdout) must be a share between 0 and 1 (e.g. 0.2), got {holdout}")
     if splits < 1:
-        raise IrtexamError(f"splits must be at least 1, got {splits}")
+        raise IrtexamError(f"splits (--splits) must be at least 1, got {splits}")
     n_test = max(1, int(round(holdout * len(models))))
     if len(models) - n_test < MIN_TRAIN_MODELS:
         raise IrtexamError(f"{len(models)} models leave {len(models) - n_test} to calibrate on after holding out "
@@ -199,3 +199,26 @@ def _truth_series(truth_theta: Any, rm: ResponseMatrix) -> pd.Series | None:
         raise IrtexamError(f"truth theta: {values.size} values for {rm.n_examinees} models in "
                            f"{rm.source or 'the responses'}: pass the truth file of this simulation")
     return pd.Series(values, index=list(rm.examinees))
+
+
+def plot_tiny_validation(table: pd.DataFrame, ax: Any = None, metric: str = "irt_mae", baseline: str = "subset_mae"
+                         ) -> Any:
+    """Error against the subset size k, one line per selection rule: ``metric`` (default the IRT prediction's
+    mean absolute error, solid) and ``baseline`` (default the plain subset accuracy's, dashed, same colour), on a
+    log k axis. ``table``: :attr:`TinyValidation.table`. Returns ``ax``."""
+    from ..plotting import _axes, _title
+
+    ax = _axes(ax)
+    for j, (rule, rows) in enumerate(table.sort_values("k").groupby("rule", sort=False)):
+        colour = f"C{j}"
+        ax.plot(rows["k"], rows[metric], "o-", color=colour, label=f"{rule}: IRT prediction")
+        if baseline:
+            ax.plot(rows["k"], rows[baseline], "x--", color=colour, alpha=0.6, label=f"{rule}: subset accuracy")
+    ax.set_xscale("log")
+    ks = sorted(table["k"].unique())
+    ax.minorticks_off()
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_xlabel("items answered (k)")
+    ax.set_ylabel("mean absolute error of the whole-bank accuracy" if metric.endswith("mae") else metric)
+    ax.legend(fontsize=7, ncol=2)
+    return _title(ax, "Held-out models: predicted whole-bank accuracy", f"{int(table['models'].iloc[0])} models held out")
