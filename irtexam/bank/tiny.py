@@ -4,8 +4,9 @@ As tinyBenchmarks (Polo et al., ICML 2024) and metabench do for LLM leaderboards
 the models already evaluated (``irtexam fit``), a new model answers k of its N items (any subset, missing
 allowed), and from those answers :func:`score_models` estimates, for every new model at once:
 
-* the ability theta (EAP on a fixed grid, prior N(0, 1), the bank's own scale; the items' point
-  estimates): w_m(q) ∝ phi(theta_q) prod_{i in O_m} P_i(theta_q)^y_mi (1 - P_i(theta_q))^(1 - y_mi),
+* the ability theta (EAP on a fixed grid, prior N(0, 1), the bank's own scale):
+  w_m(q) ∝ phi(theta_q) mean_s prod_{i in O_m} P_is(theta_q)^y_mi (1 - P_is(theta_q))^(1 - y_mi) over the
+  bank's S posterior draws s of the answered items (S = 1, the point estimates, without draws),
   theta_hat = sum_q w_m(q) theta_q, with its posterior sd and 90% posterior interval;
 * ``accuracy``, the IRT prediction of the whole-bank accuracy (tinyBenchmarks' p-IRT):
   A_m = (sum_{i in O_m} y_mi + sum_{i not in O_m} P_i(theta_m)) / N, whose predictive distribution mixes
@@ -47,8 +48,9 @@ Z90 = 1.6448536269514722
 GRID = np.linspace(-6.0, 6.0, 241)
 ACCURACY_DRAWS = 2000
 MAX_CALIBRATION_MODELS = 500
+ITEM_DRAWS = 50
 
-__all__ = ["TinyBank", "score_models", "calibration_errors", "grid_posterior", "Z90"]
+__all__ = ["TinyBank", "score_models", "calibration_errors", "answered_loglik", "grid_posterior", "Z90"]
 
 
 @dataclass
@@ -62,6 +64,7 @@ class TinyBank:
     calibration: np.ndarray | None = None
     thetas: np.ndarray | None = None
     source: str | None = None
+    draws: kinds.ItemParams | None = None     # (S, I) posterior draws of the items, integrated by the EAP
 
     @property
     def n_items(self) -> int:
@@ -92,11 +95,14 @@ class TinyBank:
         from .itembank import ItemBank
 
         if isinstance(bank, ItemBank):
-            return cls(bank.ids, kinds.ItemParams(*bank.params[:3]), bank.calibration, None, bank.source)
+            draws = kinds.ItemParams(*bank.draws[:3]) if bank.n_draws > 1 else None
+            return cls(bank.ids, kinds.ItemParams(*bank.params[:3]), bank.calibration, None, bank.source, draws)
         if hasattr(bank, "items") and hasattr(bank, "examinees"):
-            item_bank = ItemBank.from_fit(bank, draws=0)
+            item_bank = ItemBank.from_fit(bank, draws=ITEM_DRAWS)
             thetas = bank.examinees["theta"].to_numpy(float) if "theta" in bank.examinees else None
-            return cls(item_bank.ids, kinds.ItemParams(*item_bank.params[:3]), item_bank.calibration, thetas)
+            draws = kinds.ItemParams(*item_bank.draws[:3]) if item_bank.n_draws > 1 else None
+            return cls(item_bank.ids, kinds.ItemParams(*item_bank.params[:3]), item_bank.calibration, thetas,
+                       None, draws)
         raise IrtexamError(f"tiny: the bank must be a fit folder, a FitResult, an ItemBank or an items table "
                            f"(a, b, c), got {type(bank).__name__}")
 
@@ -144,15 +150,37 @@ def read_answers(path: str | Path) -> ResponseMatrix:
     return replace(ResponseMatrix.from_wide(values.astype(float)), source=str(path))
 
 
-def grid_posterior(y: np.ndarray, p: np.ndarray, prior_mean: float = 0.0, prior_sd: float = 1.0,
-                   grid: np.ndarray = GRID) -> np.ndarray:
-    """Posterior weights over the grid, (E, Q): log w = Y log P^T + (1 - Y) log(1 - P)^T + log phi
-    (missing answers contribute nothing), normalised per model. ``y`` (E, I) with NaN, ``p`` (Q, I)."""
+def answered_loglik(y: np.ndarray, bank: TinyBank, grid: np.ndarray = GRID, item_draws: bool = True
+                    ) -> np.ndarray:
+    """log L_m(theta_q) of every model's answers, (E, Q): sum over answered items of y log P + (1 - y) log(1 - P)
+    (missing answers contribute nothing). With the bank's item draws (``item_draws``) the items are integrated
+    out: log L = log mean_s exp(log L_s), L_s under draw s (the adaptive test's rule, :mod:`.cat`). Only the
+    columns someone answered enter the products."""
     seen = ~np.isnan(y)
-    y1 = np.where(seen, y, 0.0)
-    y0 = np.where(seen, 1.0 - y1, 0.0)
-    logw = y1 @ np.log(p).T + y0 @ np.log1p(-p).T - 0.5 * ((grid - prior_mean) / prior_sd) ** 2
-    logw -= logw.max(axis=1, keepdims=True)
+    cols = np.flatnonzero(seen.any(axis=0))
+    y1 = np.where(seen[:, cols], y[:, cols], 0.0)
+    y0 = np.where(seen[:, cols], 1.0 - y1, 0.0)
+
+    def loglik(params: kinds.ItemParams) -> np.ndarray:
+        p = np.clip(np.asarray(kinds.prob_correct(grid, params.subset(cols))), 1e-9, 1 - 1e-9)
+        return y1 @ np.log(p).T + y0 @ np.log1p(-p).T
+
+    if not item_draws or bank.draws is None:
+        return loglik(bank.params)
+    draws = bank.draws
+    total = None
+    for s in range(int(np.shape(draws.a)[0])):
+        ls = loglik(kinds.ItemParams(*(None if v is None else np.asarray(v)[s] for v in draws)))
+        total = ls if total is None else np.logaddexp(total, ls)
+    return total - np.log(np.shape(draws.a)[0])
+
+
+def grid_posterior(loglik: np.ndarray, prior_mean: float = 0.0, prior_sd: float = 1.0, grid: np.ndarray = GRID
+                   ) -> np.ndarray:
+    """Posterior weights over the grid, (E, Q): w ∝ exp(log L) phi((theta - prior_mean) / prior_sd), normalised
+    per model; ``loglik`` from :func:`answered_loglik`."""
+    logw = loglik - 0.5 * ((grid - prior_mean) / prior_sd) ** 2
+    logw = logw - logw.max(axis=1, keepdims=True)
     w = np.exp(logw)
     return w / w.sum(axis=1, keepdims=True)
 
@@ -206,7 +234,7 @@ def _subset_accuracy(y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
 
 
 def calibration_errors(bank: TinyBank, answered: np.ndarray, weights: np.ndarray, prior_mean: float = 0.0,
-                       prior_sd: float = 1.0, seed: int = 0) -> dict[str, float] | None:
+                       prior_sd: float = 1.0, seed: int = 0, item_draws: bool = True) -> dict[str, float] | None:
     """What the bank's own calibration models say about the two estimators on the items ``answered`` (N,):
     each calibration model (complete answers, up to 500) is scored from its answers on those items only, and
     e_A = A - T, e_s = s - T against its actual whole-bank accuracy T. Returns ``misfit_var`` =
@@ -224,7 +252,7 @@ def calibration_errors(bank: TinyBank, answered: np.ndarray, weights: np.ndarray
     truth = full.mean(axis=1)
     y = np.where(answered[None, :], full, np.nan)
     p = bank.prob()
-    w = grid_posterior(y, p, prior_mean, prior_sd)
+    w = grid_posterior(answered_loglik(y, bank, item_draws=item_draws), prior_mean, prior_sd)
     irt = _irt_prediction(y, w, p, 0.0, seed)
     s, s_var = _subset_accuracy(y, weights)
     e_a, e_s = irt["accuracy"] - truth, s - truth
@@ -235,7 +263,8 @@ def calibration_errors(bank: TinyBank, answered: np.ndarray, weights: np.ndarray
 
 
 def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: float = 0.0,
-                 prior_sd: float = 1.0, misfit: bool = True, seed: int = 0) -> pd.DataFrame:
+                 prior_sd: float = 1.0, misfit: bool = True, item_draws: bool = True, seed: int = 0
+                 ) -> pd.DataFrame:
     """Score many new models at once on a calibrated bank: abilities and whole-bank accuracy, with 90% intervals.
 
     Formulas in the module doc (:mod:`irtexam.bank.tiny`): theta by EAP on a 241-point grid (N(prior_mean,
@@ -256,6 +285,9 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
             default equal weights.
         prior_mean, prior_sd: the ability prior on the bank's scale (default N(0, 1), the calibration's).
         misfit: add the misfit measured on the calibration models (:func:`calibration_errors`).
+        item_draws: integrate the answered items' parameters over the bank's posterior draws (50 draws of a fit;
+            :func:`answered_loglik`) instead of their point estimates: wider, honest ability intervals where the
+            subset's items were chosen for their estimated information.
         seed: seeds the accuracy draws.
 
     Returns:
@@ -269,11 +301,11 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     y, models, _ = align(tb, responses)
     u = _item_weights(tb, weights)
     p = tb.prob()
-    w = grid_posterior(y, p, prior_mean, prior_sd)
+    w = grid_posterior(answered_loglik(y, tb, item_draws=item_draws), prior_mean, prior_sd)
     out = pd.DataFrame(posterior_summary(w), index=pd.Index(models, name="model"))
     out.insert(0, "n_answered", (~np.isnan(y)).sum(axis=1))
     answered = (~np.isnan(y)).mean(axis=0) >= 0.5
-    cal = calibration_errors(tb, answered, u, prior_mean, prior_sd, seed) if misfit else None
+    cal = calibration_errors(tb, answered, u, prior_mean, prior_sd, seed, item_draws) if misfit else None
     misfit_var = cal["misfit_var"] if cal else 0.0
     irt = _irt_prediction(y, w, p, misfit_var, seed)
     s, s_var = _subset_accuracy(y, u)
