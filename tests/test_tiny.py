@@ -176,3 +176,19 @@ def test_wide_and_long_files_score_the_same(tmp_path):
     a, b = score_models(bank, tmp_path / "wide.csv"), score_models(bank, tmp_path / "long.csv")
     pd.testing.assert_frame_equal(a.sort_index(), b.sort_index())
     assert a.loc["m0", "n_answered"] == 9
+
+
+def test_item_draws_integrate_the_answered_items():
+    """Draws equal to the point estimates change nothing; spread draws widen the ability posterior."""
+    bank, draw = known_bank(40, 12)
+    _, y = draw(30, 6)
+    answers = pd.DataFrame(y[:, :20], columns=bank.ids[:20])
+    point = score_models(bank, answers, misfit=False)
+    stacked = kinds.ItemParams(*(np.repeat(np.asarray(v)[None], 5, axis=0) for v in bank.params))
+    same = TinyBank(bank.ids, bank.params, draws=stacked)
+    np.testing.assert_allclose(score_models(same, answers, misfit=False, item_draws=True)["theta"], point["theta"])
+    rng = np.random.default_rng(1)
+    spread = kinds.ItemParams(stacked.a * np.exp(rng.normal(0, 0.3, stacked.a.shape)),
+                              stacked.b + rng.normal(0, 0.5, stacked.b.shape), stacked.c)
+    wide = score_models(TinyBank(bank.ids, bank.params, draws=spread), answers, misfit=False, item_draws=True)
+    assert wide["theta_sd"].mean() > point["theta_sd"].mean()

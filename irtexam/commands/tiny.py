@@ -60,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--prior-sd", type=POSITIVE_FLOAT, default=1.0, help="sd of the N(0, sd^2) ability prior (1)")
     s.add_argument("--no-misfit", dest="misfit", action="store_false",
                    help="leave the misfit measured on the calibration models out of the accuracy interval")
+    s.add_argument("--item-draws", action="store_true",
+                   help="integrate the answered items over the fit's posterior draws (default: point estimates)")
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--out", required=True, help="CSV to write (one row per model)")
     s.set_defaults(func=run_score)
@@ -109,7 +111,7 @@ def run_score(args: argparse.Namespace) -> int:
 
     check_output_file(args.out, inputs=[args.answers], formats=["csv"])
     scores = score_models(args.fitdir, args.answers, weights=args.weights, prior_sd=args.prior_sd,
-                          misfit=args.misfit, seed=args.seed)
+                          misfit=args.misfit, item_draws=args.item_draws, seed=args.seed)
     scores.to_csv(args.out)
     cal = scores.attrs["calibration"]
     print(f"scored {len(scores)} models on {int(scores['n_answered'].median())} items (median) of "
