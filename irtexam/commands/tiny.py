@@ -10,8 +10,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ..options import PROBABILITY_OPEN, POSITIVE_FLOAT, SEED
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RULE_CHOICES = ("info", "anchors", "stratified", "mfi", "random")
 
@@ -156,7 +160,7 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_table(table) -> str:  # noqa: ANN001 - a DataFrame
+def format_table(table: "pd.DataFrame") -> str:
     """The validation table as printed: one line per rule and k."""
     columns = [c for c in ("rule", "k", "models", "irt_mae", "irt_cover", "blend_mae", "blend_cover", "subset_mae",
                            "subset_cover", "theta_mae", "theta_cover", "theta_slope", "theta_slope_truth",
