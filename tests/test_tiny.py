@@ -192,3 +192,21 @@ def test_item_draws_integrate_the_answered_items():
                               stacked.b + rng.normal(0, 0.5, stacked.b.shape), stacked.c)
     wide = score_models(TinyBank(bank.ids, bank.params, draws=spread), answers, misfit=False, item_draws=True)
     assert wide["theta_sd"].mean() > point["theta_sd"].mean()
+
+
+def test_wle_by_hand_and_without_shrinkage():
+    """One right answer on a 2PL item: Warm's estimate solves 1.5 (1 - P) = 0.5 P, P = 3/4, theta = b + logit(3/4) / a;
+    on 100 info items the WLE's slope on the true ability is closer to 1 than the EAP's (which shrinks)."""
+    params = kinds.ItemParams(np.array([1.3, 1.0]), np.array([0.4, 0.0]), np.zeros(2))
+    one = score_models(TinyBank(("x", "y"), params), pd.DataFrame({"x": [1.0]}), estimator="wle", misfit=False)
+    assert one["theta"].iloc[0] == pytest.approx(0.4 + np.log(3) / 1.3, abs=2e-3)
+    info = 1.3 ** 2 * 0.75 * 0.25
+    assert one["theta_sd"].iloc[0] == pytest.approx(1 / np.sqrt(info), rel=1e-2)
+    bank, draw = known_bank(1500, 200)
+    theta, y = draw(600, 11)
+    subset = select_subset(bank, 100, "info")
+    answers = pd.DataFrame(y[:, [bank.ids.index(i) for i in subset["item"]]], columns=list(subset["item"]))
+    slope = {est: np.polyfit(theta, score_models(bank, answers, estimator=est)["theta"], 1)[0] for est in ("eap", "wle")}
+    assert abs(slope["wle"] - 1) < 0.03 and abs(slope["wle"] - 1) < abs(slope["eap"] - 1)
+    with pytest.raises(IrtexamError, match="eap or wle"):
+        score_models(bank, answers, estimator="mle")

@@ -195,6 +195,26 @@ def posterior_summary(w: np.ndarray, grid: np.ndarray = GRID) -> dict[str, np.nd
     return {"theta": mean, "theta_sd": sd, "theta_low": low, "theta_high": high}
 
 
+def wle_summary(y: np.ndarray, bank: TinyBank, loglik: np.ndarray, grid: np.ndarray = GRID
+                ) -> dict[str, np.ndarray]:
+    """Warm's weighted likelihood estimate on the grid: theta maximising log L(theta) + 1/2 log I(theta), with
+    I(theta) = sum over the answered items of I_i(theta) (refined by a parabola through the best grid point and
+    its neighbours), sd = 1 / sqrt(I(theta_hat)) and the 90% Wald interval theta_hat -+ 1.645 sd. Nearly
+    unbiased (no shrinkage toward the prior mean), finite for all-right or all-wrong answers."""
+    seen = ~np.isnan(y)
+    cols = np.flatnonzero(seen.any(axis=0))
+    info = seen[:, cols].astype(float) @ np.asarray(kinds.information(grid, bank.params.subset(cols))).T  # (E, Q)
+    obj = loglik + 0.5 * np.log(np.maximum(info, 1e-300))
+    j = np.clip(np.argmax(obj, axis=1), 1, grid.size - 2)
+    rows = np.arange(y.shape[0])
+    y0, y1, y2 = obj[rows, j - 1], obj[rows, j], obj[rows, j + 1]
+    curve = y0 - 2 * y1 + y2
+    step = np.where(curve < 0, 0.5 * (y0 - y2) / np.where(curve < 0, curve, -1.0), 0.0)
+    theta = grid[j] + np.clip(step, -0.5, 0.5) * (grid[1] - grid[0])
+    sd = 1.0 / np.sqrt(np.maximum(np.array([np.interp(t, grid, row) for t, row in zip(theta, info)]), 1e-12))
+    return {"theta": theta, "theta_sd": sd, "theta_low": theta - Z90 * sd, "theta_high": theta + Z90 * sd}
+
+
 def _irt_prediction(y: np.ndarray, w: np.ndarray, p: np.ndarray, misfit_var: float, seed: int
                     ) -> dict[str, np.ndarray]:
     """Predicted whole-bank accuracy per model (module doc): mean, variance and 90% interval."""
@@ -263,8 +283,8 @@ def calibration_errors(bank: TinyBank, answered: np.ndarray, weights: np.ndarray
 
 
 def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: float = 0.0,
-                 prior_sd: float = 1.0, misfit: bool = True, item_draws: bool = False, seed: int = 0
-                 ) -> pd.DataFrame:
+                 prior_sd: float = 1.0, misfit: bool = True, item_draws: bool = False, estimator: str = "eap",
+                 seed: int = 0) -> pd.DataFrame:
     """Score many new models at once on a calibrated bank: abilities and whole-bank accuracy, with 90% intervals.
 
     Formulas in the module doc (:mod:`irtexam.bank.tiny`): theta by EAP on a 241-point grid (N(prior_mean,
@@ -290,6 +310,10 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
             (200 models x 3,000 items) it widened the ability intervals by 1% and changed nothing else; on
             data/real_run (48 calibration models) the mixture over 50 draws is dominated by a few of them and
             made the abilities noisier (mean |theta error| 0.08 -> 0.12 at 50 info items).
+        estimator: the reported ability: "eap" (default, the posterior mean with its 90% posterior interval;
+            shrunk toward the prior mean by the reliability) or "wle" (Warm's weighted likelihood estimate with a
+            90% Wald interval, :func:`wle_summary`: slope 1 on the true ability, noisier). The predicted
+            accuracy always integrates the posterior.
         seed: seeds the accuracy draws.
 
     Returns:
@@ -303,8 +327,12 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     y, models, _ = align(tb, responses)
     u = _item_weights(tb, weights)
     p = tb.prob()
-    w = grid_posterior(answered_loglik(y, tb, item_draws=item_draws), prior_mean, prior_sd)
-    out = pd.DataFrame(posterior_summary(w), index=pd.Index(models, name="model"))
+    loglik = answered_loglik(y, tb, item_draws=item_draws)
+    w = grid_posterior(loglik, prior_mean, prior_sd)
+    if estimator not in ("eap", "wle"):
+        raise IrtexamError(f"tiny: estimator (--estimator) must be eap or wle, got {estimator!r}")
+    summary = posterior_summary(w) if estimator == "eap" else wle_summary(y, tb, loglik)
+    out = pd.DataFrame(summary, index=pd.Index(models, name="model"))
     out.insert(0, "n_answered", (~np.isnan(y)).sum(axis=1))
     answered = (~np.isnan(y)).mean(axis=0) >= 0.5
     cal = calibration_errors(tb, answered, u, prior_mean, prior_sd, seed, item_draws) if misfit else None

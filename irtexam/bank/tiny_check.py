@@ -117,7 +117,7 @@ def check_metrics(scores: pd.DataFrame, accuracy: pd.Series, theta_full: pd.Seri
 
 def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", ks: Sequence[int] = DEFAULT_KS,
                   rules: Sequence[str] = RULES, holdout: float = 0.2, splits: int = 1, seed: int = 0,
-                  truth_theta: Any = None, fit_options: dict[str, Any] | None = None,
+                  truth_theta: Any = None, fit_options: dict[str, Any] | None = None, estimator: str = "eap",
                   progress: Callable[[str], None] | None = None) -> TinyValidation:
     """Held-out validation of tiny-benchmark scoring (module doc): split, calibrate, select, score, compare.
 
@@ -134,6 +134,7 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
         truth_theta: true abilities by model id (a Series, mapping, or the ``theta`` list of a
             ``irtexam simulate`` truth file aligned with the table's examinees), for slopes against the truth.
         fit_options: more keywords for ``irtexam.fit`` (e.g. ``{"draws": 50}``).
+        estimator: the ability estimator of :func:`irtexam.bank.tiny.score_models` ("eap" or "wle").
         progress: called with a short message after each step.
 
     Returns:
@@ -164,11 +165,12 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
         held = rm.subset(items=list(bank.ids), examinees=test)
         wide = pd.DataFrame(held.values.T, index=list(held.examinees), columns=list(held.items))
         truths.append(pd.DataFrame({"accuracy": wide.mean(axis=1),
-                                    "theta_full": score_models(bank, wide, misfit=False, seed=seed)["theta"]}))
+                                    "theta_full": score_models(bank, wide, misfit=False, seed=seed,
+                                                               estimator=estimator)["theta"]}))
         for rule in rules:
             for k in sorted({int(k) for k in ks if int(k) <= bank.n_items}):
                 subset = select_subset(bank, k, rule, seed=seed + r)
-                scores = score_models(bank, wide[list(subset["item"])], seed=seed,
+                scores = score_models(bank, wide[list(subset["item"])], seed=seed, estimator=estimator,
                                       weights=dict(zip(subset["item"], subset["weight"])))
                 cal = scores.attrs["calibration"]
                 scores["misfit_sd"] = float(np.sqrt(cal["misfit_var"])) if cal else float("nan")
@@ -182,7 +184,8 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
                      **check_metrics(scores, truth_table["accuracy"], truth_table["theta_full"], truth),
                      "misfit_sd": float(scores["misfit_sd"].mean()), "blend_weight": float(scores["blend_weight"].mean())})
     settings = {"model": model, "method": sorted(set(methods)), "holdout": holdout, "splits": splits, "seed": seed,
-                "bank_items": bank.n_items, "ks": [int(k) for k in ks], "rules": list(rules), "source": rm.source}
+                "estimator": estimator, "bank_items": bank.n_items, "ks": [int(k) for k in ks], "rules": list(rules),
+                "source": rm.source}
     return TinyValidation(pd.DataFrame(rows), bank, train, test, settings)
 
 

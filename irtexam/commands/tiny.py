@@ -64,6 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--prior-sd", type=POSITIVE_FLOAT, default=1.0, help="sd of the N(0, sd^2) ability prior (1)")
     s.add_argument("--no-misfit", dest="misfit", action="store_false",
                    help="leave the misfit measured on the calibration models out of the accuracy interval")
+    s.add_argument("--estimator", default="eap", choices=("eap", "wle"),
+                   help="ability: eap (posterior mean, default) or wle (Warm's estimate: no shrinkage, noisier)")
     s.add_argument("--item-draws", action="store_true",
                    help="integrate the answered items over the fit's posterior draws (default: point estimates)")
     s.add_argument("--seed", type=SEED, default=0)
@@ -102,6 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                           "holds every model out once)")
     v.add_argument("--truth", metavar="TRUTH_JSON", help="truth file of `irtexam simulate` (slopes against true "
                                                           "abilities)")
+    v.add_argument("--estimator", default="eap", choices=("eap", "wle"), help="ability estimator (default eap)")
     v.add_argument("--draws", type=int, default=50, help="posterior draws the calibration keeps (50)")
     v.add_argument("--seed", type=SEED, default=0)
     v.add_argument("--out", required=True, help="output folder")
@@ -115,7 +118,8 @@ def run_score(args: argparse.Namespace) -> int:
 
     check_output_file(args.out, inputs=[args.answers], formats=["csv"])
     scores = score_models(args.fitdir, args.answers, weights=args.weights, prior_sd=args.prior_sd,
-                          misfit=args.misfit, item_draws=args.item_draws, seed=args.seed)
+                          misfit=args.misfit, item_draws=args.item_draws, estimator=args.estimator,
+                          seed=args.seed)
     scores.to_csv(args.out)
     cal = scores.attrs["calibration"]
     print(f"scored {len(scores)} models on {int(scores['n_answered'].median())} items (median) of "
@@ -153,7 +157,7 @@ def run_validate(args: argparse.Namespace) -> int:
         truth = json.loads(open(args.truth, encoding="utf-8").read()).get("theta")
     result = validate_tiny(args.responses, model=args.model, method=args.method, ks=args.k, rules=args.rules,
                            holdout=args.holdout, splits=args.splits, seed=args.seed, truth_theta=truth,
-                           fit_options={"draws": args.draws}, progress=lambda m: print(m, flush=True))
+                           fit_options={"draws": args.draws}, estimator=args.estimator, progress=lambda m: print(m, flush=True))
     print(format_table(result.table))
     written = result.save(args.out)
     print("wrote " + ", ".join(written.values()))
