@@ -210,3 +210,20 @@ def test_wle_by_hand_and_without_shrinkage():
     assert abs(slope["wle"] - 1) < 0.03 and abs(slope["wle"] - 1) < abs(slope["eap"] - 1)
     with pytest.raises(IrtexamError, match="eap or wle"):
         score_models(bank, answers, estimator="mle")
+
+
+def test_misfit_is_measured_on_calibration_models_with_a_few_missing_answers():
+    """Every calibration model misses 5% of the items: the calibration numbers are still there (models with
+    at least 90% answered), and the misfit on data drawn from the bank's own items is small."""
+    from irtexam.bank.tiny import calibration_errors
+
+    bank, _ = known_bank(300, 120)
+    cal = bank.calibration.copy()
+    cal[np.random.default_rng(2).random(cal.shape) < 0.05] = np.nan
+    holed = TinyBank(bank.ids, bank.params, cal, bank.thetas)
+    answered = np.zeros(bank.n_items, bool)
+    answered[:60] = True
+    result = calibration_errors(holed, answered, np.ones(bank.n_items))
+    assert result is not None and result["models"] == 120
+    assert np.sqrt(result["misfit_var"]) < 0.01 and np.sqrt(result["subset_bias2"]) < 0.02
+    assert calibration_errors(TinyBank(bank.ids, bank.params, cal[:, :9]), answered, np.ones(bank.n_items)) is None

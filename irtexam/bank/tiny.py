@@ -259,26 +259,30 @@ def _subset_accuracy(y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
 def calibration_errors(bank: TinyBank, answered: np.ndarray, weights: np.ndarray, prior_mean: float = 0.0,
                        prior_sd: float = 1.0, seed: int = 0, item_draws: bool = False) -> dict[str, float] | None:
     """What the bank's own calibration models say about the two estimators on the items ``answered`` (N,):
-    each calibration model (complete answers, up to 500) is scored from its answers on those items only, and
+    each calibration model that answered at least 90% of the bank (up to 500) is scored from its answers on those
+    items only, and
     e_A = A - T, e_s = s - T against its actual whole-bank accuracy T. Returns ``misfit_var`` =
     max(mean e_A^2 - mean predictive var, 0), ``subset_bias2`` = max(mean e_s^2 - mean sampling var, 0), and
-    ``correlation`` of (e_A, e_s); None without calibration responses (or fewer than 10 complete models)."""
+    ``correlation`` of (e_A, e_s); None without calibration responses (or fewer than 10 such models). T is the
+    accuracy on the items a model answered; the prediction counts its unanswered items as unseen."""
     cal = bank.calibration
     if cal is None:
         return None
-    complete = np.flatnonzero(~np.isnan(cal).any(axis=0))
+    complete = np.flatnonzero(np.isnan(cal).mean(axis=0) <= 0.1)
     if complete.size < 10 or answered.sum() == 0 or answered.all():
         return None
     if complete.size > MAX_CALIBRATION_MODELS:
         complete = np.sort(np.random.default_rng(0).choice(complete, MAX_CALIBRATION_MODELS, replace=False))
-    full = cal[:, complete].T                               # (E, N)
-    truth = full.mean(axis=1)
+    full = cal[:, complete].T                               # (E, N), NaN where not answered
+    truth = np.nanmean(full, axis=1)
     y = np.where(answered[None, :], full, np.nan)
     p = bank.prob()
     w = grid_posterior(answered_loglik(y, bank, item_draws=item_draws), prior_mean, prior_sd)
     irt = _irt_prediction(y, w, p, 0.0, seed)
     s, s_var = _subset_accuracy(y, weights)
-    e_a, e_s = irt["accuracy"] - truth, s - truth
+    ok = np.isfinite(s)                                     # models that answered some of the items
+    e_a, e_s = irt["accuracy"][ok] - truth[ok], s[ok] - truth[ok]
+    irt["accuracy_var"], s_var = irt["accuracy_var"][ok], s_var[ok]
     corr = float(np.corrcoef(e_a, e_s)[0, 1]) if e_a.std() > 0 and e_s.std() > 0 else 0.0
     return {"misfit_var": float(max(np.mean(e_a ** 2) - np.mean(irt["accuracy_var"]), 0.0)),
             "subset_bias2": float(max(np.mean(e_s ** 2) - np.mean(s_var), 0.0)),
