@@ -250,6 +250,22 @@ def cases() -> list[Case]:
         "{tmp}/adapt-out")
     add("adapt", "--min-items above --max-items", "{fit}", "--replay", "{resp}", "--examinee", "e0", "--min-items", "9",
         "--max-items", "3", "--out", "{tmp}/adapt-out")
+    # tiny
+    for key, why in (("missing", "missing file"), ("junk", "junk bytes"), ("truncgz", "truncated gzip"),
+                     ("nonutf8", "non-UTF-8 bytes"), ("header", "header-only table")):
+        add("tiny", f"score answers: {why}", "score", "{fit}", f"{{{key}}}", "--out", "{tmp}/tiny.csv")
+        add("tiny", f"validate responses: {why}", "validate", f"{{{key}}}", "--out", "{tmp}/tiny-out")
+    for key, why in damaged.items():
+        add("tiny", f"score fit folder: {why}", "score", f"{{{key}}}", "{resp}", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --prior-sd 0", "score", "{fit}", "{resp}", "--prior-sd", "0", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --weights junk", "score", "{fit}", "{resp}", "--weights", "{junk}", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --out under a file", "score", "{fit}", "{resp}", "--out", "{underfile}")
+    for opt, value in (("--k", "0"), ("--k", "100000"), ("--rule", "best")):
+        add("tiny", f"select {opt} {value}", "select", "{fit}", opt, value, "--out", "{tmp}/tiny-sel")
+    add("tiny", "select --exam junk", "select", "{fit}", "--k", "3", "--exam", "{exam_junk}", "--out", "{tmp}/tiny-sel")
+    for opt, value in (("--holdout", "0"), ("--holdout", "1"), ("--k", "a,b"), ("--k", "0"), ("--rules", "best"),
+                       ("--splits", "0")):
+        add("tiny", f"validate {opt} {value}", "validate", "{resp}", opt, value, "--out", "{tmp}/tiny-out")
     # link
     for key, why in damaged.items():
         add("link", f"new fit: {why}", f"{{{key}}}", "{fit1}", "--out", "{tmp}/link-out")
