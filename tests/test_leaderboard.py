@@ -90,3 +90,34 @@ def test_leaderboard_shapes_recover_on_the_sample_standardised_scale(shape, mode
     assert abs(row["b_slope"] - 1) < 0.03 and abs(row["theta_slope"] - 1) < 0.03
     assert 0.85 <= row["cov_a"] <= 0.95 and 0.85 <= row["cov_b"] <= 0.95 and 0.85 <= row["cov_theta"] <= 0.95
     assert row["distinct"] == row["patterns"]
+
+
+def test_the_command_line_applies_the_leaderboard_rule_and_holds_the_c_centre(tmp_path, capsys):
+    """irtexam fit hands every option to fit(), unset ones as None: the rule must read None as not given (a first
+    version learned the c centre from the command line only: 3PL 2,000 x 1,000 slopes x1.104)."""
+    import json
+
+    from irtexam.cli import main
+    table = tmp_path / "r.csv"
+    main(["simulate", "--items", "600", "--examinees", "60", "--model", "3pl", "--seed", "2", "--out", str(table)])
+    assert main(["fit", str(table), "--model", "3pl", "--out", str(tmp_path / "fit")]) == 0
+    assert "answered 600 items" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "fit" / "meta.json").read_text())
+    stats = meta.get("fit_stats", meta)
+    assert stats["method"] == "map" and "answered 600 items" in stats["method_rule"]
+    assert stats["item_prior"]["guessing_centre"] == "fixed" and "held at 1/4" in stats["item_prior"]["guessing_centre_rule"]
+
+
+def test_a_refined_grid_keeps_fixed_items_at_their_bank_values():
+    """The marginal estimator refines its grid where posteriors are narrow (steep items, many per examinee) and
+    goes on from its answer there; anchors held at their bank values stay held (a first version wrote them into
+    the read-only copy of the coarse grid's answer: ValueError, found by experiments/link_real_run.py)."""
+    responses, _ = simulate(300, 80, model="2pl", seed=4, a=np.full(300, 2.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = irtexam.fit(responses, model="2pl", method="em", se=False)
+        assert first.fit_stats["optimizer"]["nodes"] > 61 and first.fit_stats["optimizer"]["coarser_grids"] == [61]
+        anchors = first.items.iloc[:40][["a", "b"]]
+        again = irtexam.fit(responses, model="2pl", method="em", fixed_items=anchors, se=False)
+    np.testing.assert_allclose(again.items.loc[anchors.index, "a"], anchors["a"], rtol=1e-9)
+    assert again.fit_stats["optimizer"]["nodes"] > 61

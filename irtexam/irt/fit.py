@@ -295,7 +295,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing and "guessing_centre" not in model_options:
+    if (leaderboard and spec.guessing_centre == "learned" and spec.free_guessing
+            and model_options.get("guessing_centre") is None):
         spec, guessing_note = replace(spec, learn_c_centre=False), LEADERBOARD_C_CENTRE.format(spec.n_choices)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")

@@ -126,7 +126,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
     columns = item_columns(spec, max_score)
     groups = groups or make_groups(None, n_examinees, free_reference_sd=not spec.has_discrimination)
     free_rows = np.ones(n_items, dtype=bool)
-    X0 = start_values(spec, y, mask, columns, max_score) if start is None else np.asarray(start, dtype=np.float64)
+    X0 = start_values(spec, y, mask, columns, max_score) if start is None else np.array(start, dtype=np.float64)
     for position, values in (fixed or {}).items():
         free_rows[position] = False
         X0[position] = np.asarray(values, dtype=np.float64)
