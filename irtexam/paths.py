@@ -64,9 +64,14 @@ def check_output_file(path: str | Path, option: str = "--out", *, inputs: Iterab
     return path
 
 
-def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = ()) -> Path:
+def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = (),
+                     command: str | None = None) -> Path:
     """``path`` as a folder a command may write into, or :class:`InputError` before any work: an existing
-    file, a path under a file, an unwritable place, or a folder that is one of the inputs."""
+    file, a path under a file, an unwritable place, a folder that is one of the inputs, and with ``command``
+    a non-empty folder that is not that command's earlier output (:func:`irtexam.outdirs.owned_entries`:
+    a user's files are never overwritten or deleted)."""
+    from .outdirs import owned_entries
+
     path = Path(path)
     resolved = path.resolve()
     if resolved.exists() and not resolved.is_dir():
@@ -75,30 +80,49 @@ def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterabl
         if source is not None and Path(source).resolve() == resolved:
             raise InputError(f"is also an input of this command; choose another {option}", path=str(path))
     _writable_parent(resolved, option)
+    if command is not None:
+        owned_entries(resolved, command, option)
     return path
 
 
 @contextlib.contextmanager
-def atomic_output_dir(path: str | Path) -> Iterator[Path]:
-    """Write a multi-file output into a hidden sibling folder and put it in place only when the block
-    finishes: ``path`` is always one complete run (an earlier run there is replaced whole, an interrupted
-    one leaves the earlier folder as it was, never a mix).
+def atomic_output_dir(path: str | Path, command: str) -> Iterator[Path]:
+    """Write ``command``'s multi-file output into a hidden sibling folder and put it in place only when the
+    block finishes (:func:`irtexam.outdirs.put_in_place`): irtexam's files in ``path`` are always one
+    complete run (an interrupted run leaves the earlier folder as it was, never a mix), and the entries of
+    ``path`` irtexam did not write stay where they are.
 
-    ``with atomic_output_dir(args.out) as staging: write_tables(staging)``; paths the block returns that
-    point into ``staging`` are mapped to ``path`` by :func:`relocate`.
+    ``with atomic_output_dir(args.out, "info") as staging: write_tables(staging)``; paths the block returns
+    that point into ``staging`` are mapped to ``path`` by :func:`relocate`.
     """
     import shutil
     import tempfile
 
+    from .outdirs import folder_lock, hidden_sibling, owned_entries, put_in_place
+
     final = Path(path)
+    owned_entries(final, command)  # before any work: a folder that is not this command's is refused now
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    prefix = hidden_sibling(final, "").name
+    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".partial", dir=final.parent))
     try:
         yield staging
-        put_in_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    with folder_lock(final):
+        put_in_place(staging, final, command)
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def exchange_paths(a: Path, b: Path) -> bool:
@@ -118,24 +142,6 @@ def exchange_paths(a: Path, b: Path) -> bool:
     at_fdcwd, rename_exchange = -100, 2
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def put_in_place(staging: Path, final: Path) -> None:
-    """Move the finished folder ``staging`` to ``final``, replacing an earlier ``final`` whole: one atomic
-    exchange where the system can (never a moment without a complete folder), else two renames (a crash
-    between them leaves the earlier folder beside, as ``.NAME.replaced-*``)."""
-    import shutil
-    import uuid
-
-    if not final.exists():
-        os.rename(staging, final)
-    elif exchange_paths(staging, final):
-        shutil.rmtree(staging, ignore_errors=True)
-    else:
-        retired = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
-        os.rename(final, retired)
-        os.rename(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
 
 
 def relocate(value: Any, staging: Path, final: Path) -> Any:

@@ -162,6 +162,14 @@ def make_fixtures(root: Path) -> dict[str, str]:
         change(target)
         f[name] = target
 
+    f["info_out"] = root / "info-out"
+    if not (f["info_out"] / "items.csv").exists():
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            assert main(["info", str(f["fit"]), "--draws", "10", "--out", str(f["info_out"])]) == 0, quiet.getvalue()
+    f["nonempty_report"] = root / "a-folder-with-notes.html"  # its _files folder below is a user's
+    (root / "a-folder-with-notes_files").mkdir(exist_ok=True)
+    (root / "a-folder-with-notes_files" / "notes.txt").write_text("my notes\n")
+
     damaged("fit_metajunk", lambda d: (d / "meta.json").write_text("{not json"))
     damaged("fit_metalist", lambda d: (d / "meta.json").write_text("[1, 2, 3]"))
     damaged("fit_nometa", lambda d: (d / "meta.json").unlink())
@@ -256,6 +264,15 @@ def cases() -> list[Case]:
     add("link", "--draws 0", "{fit}", "{fit1}", "--draws", "0", "--out", "{tmp}/link-out")
     add("link", "--draws -5", "{fit}", "{fit1}", "--draws", "-5", "--out", "{tmp}/link-out")
     add("link", "--out under a file", "{fit}", "{fit1}", "--out", "{underfile}")
+    # a folder irtexam did not write, or another command's, is refused untouched (issue 41)
+    for command, argv in (("info", ("{fit}",)), ("prune", ("{resp}", "--method", "em")), ("link", ("{fit}", "{fit1}")),
+                          ("adapt", ("{fit}", "--replay", "{resp}", "--examinee", "e0")),
+                          ("take", ("{spec_nosystem}",))):
+        add(command, "--out is a non-empty folder irtexam did not write", *argv, "--out", "{nonempty}")
+        if command != "take":
+            add(command, "--out holds another command's output", *argv, "--out", "{fit3pl}")
+    add("fit", "--out holds another command's output", "{resp}", "--out", "{info_out}")
+    add("report", "--out: its _files folder is a user's folder", "{fit}", "--out", "{nonempty_report}")
     # simulate
     for opt, value in (("--items", "0"), ("--items", "-3"), ("--examinees", "0"), ("--missing", "2"),
                        ("--missing", "1"), ("--missing", "-0.1"), ("--seed", "-1"), ("--facets", "llm=0"),

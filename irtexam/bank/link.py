@@ -128,12 +128,12 @@ class LinkResult:
     drift: pd.DataFrame
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write transform.json, items.csv and drift.csv into ``directory`` (replaced whole: never a mix of
-        two runs)."""
+        """Write transform.json, items.csv and drift.csv into ``directory`` (an earlier link's files replaced
+        whole, never a mix of two runs; entries irtexam did not write are kept: :mod:`irtexam.outdirs`)."""
         from ..paths import atomic_output_dir
 
         out = Path(directory)
-        with atomic_output_dir(out) as staging:
+        with atomic_output_dir(out, "link") as staging:
             (staging / "transform.json").write_text(json.dumps(self.transform, indent=2))
             self.items.to_csv(staging / "items.csv")
             self.drift.to_csv(staging / "drift.csv", index=False)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..paths import check_output_dir
 
     if args.out:
-        check_output_dir(args.out, inputs=[args.fitdir])
+        check_output_dir(args.out, inputs=[args.fitdir], command="adapt")
     res = adapt(args.fitdir, replay=args.replay, examinee=args.examinee, exam=args.exam, spec=args.spec,
                 pipeline=args.pipeline, se_target=args.se_target, max_items=args.max_items,
                 min_items=args.min_items, seed=args.seed, selection=args.selection, randomesque=args.randomesque,

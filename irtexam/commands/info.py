@@ -84,8 +84,8 @@ def run(args) -> int:
 
     from ..paths import atomic_output_dir, relocate
 
-    check_output_dir(args.out, inputs=[args.fitdir])
-    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+    check_output_dir(args.out, inputs=[args.fitdir], command="info")  # a user's folder is refused, not replaced
+    with atomic_output_dir(args.out, "info") as staging:  # the folder is one complete run, never a mix
         manifest = relocate(analyze(args, staging), staging, Path(args.out))
     s = manifest["summary"]
     fs = s.get("fit_stats") or {}  # the fit's own RMSE numbers (one definition of the baseline)

@@ -49,10 +49,11 @@ def run(args) -> int:
     from ..irt.fit import resolve_facets
 
     from ..options import check_order
+    from ..outdirs import hidden_sibling
     from ..paths import check_output_dir
 
     check_order(args.theta_range[0], args.theta_range[1], "--theta-range LOW", "HIGH")
-    check_output_dir(args.out, inputs=[args.responses, args.exam])
+    check_output_dir(args.out, inputs=[args.responses, args.exam], command="prune")
     from ..exam.schema import read_exam, write_exam
 
     exam = read_exam(args.exam) if args.exam else None  # a bad exam fails now, not after the fits
@@ -65,7 +66,7 @@ def run(args) -> int:
     # each round's fit is kept beside --out until the whole prune is written: a re-run after an
     # interruption loads the finished rounds instead of fitting them again
     out = Path(args.out).resolve()
-    checkpoint = out.parent / f".{out.name}.prune-rounds"
+    checkpoint = hidden_sibling(out, "prune-rounds")
     res = prune(rm, model=args.model, drop=args.drop, steps=args.steps, by=args.by,
                 theta_range=tuple(args.theta_range), min_items=args.min_items, method=args.method,
                 seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale,
@@ -74,7 +75,7 @@ def run(args) -> int:
     from ..paths import atomic_output_dir, relocate
 
     missing: set = set()
-    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+    with atomic_output_dir(args.out, "prune") as staging:  # the folder is one complete run, never a mix
         paths = relocate(res.save(staging, response_name=f"responses_pruned{suffix}"), staging, Path(args.out))
         if args.exam:
             kept = set(res.kept_items)
