@@ -39,6 +39,33 @@ def check_memory(cells: int, bytes_per_cell: int, what: str) -> None:
                            f"{free / 2**30:,.1f} GiB is free (use fewer items or examinees)")
 
 
+# a fit computes on every cell of the items x examinees matrix, observed or not: a large matrix that is almost
+# empty costs the time of a full one for the information of a few responses (10^5 items x 300 examinees with
+# one response an item ran past 90 s with no output)
+SPARSE_CELLS = 10**6
+SPARSE_FRACTION = 0.01
+
+
+def check_density(values: Any, what: str) -> None:
+    """Refuse, before a fit, a matrix of at least :data:`SPARSE_CELLS` cells of which under
+    :data:`SPARSE_FRACTION` hold a response, naming its size (counted a block of rows at a time)."""
+    import numpy as np
+
+    from .memory import row_blocks
+
+    n_items, n_examinees = values.shape
+    cells = n_items * n_examinees
+    if cells < SPARSE_CELLS:
+        return
+    observed = sum(int(np.count_nonzero(~np.isnan(values[rows]))) for rows in row_blocks(n_items, n_examinees))
+    if observed < SPARSE_FRACTION * cells:
+        raise IrtexamError(f"{what} = {cells:,} cells hold {observed:,} responses ({100 * observed / cells:.2g}%; "
+                           f"{observed / max(n_items, 1):,.1f} an item, {observed / max(n_examinees, 1):,.1f} an "
+                           f"examinee): a fit computes on every cell, so it would take the time of a full matrix "
+                           f"for almost no information; keep the items and examinees with enough responses "
+                           f"(at least {SPARSE_FRACTION:.0%} of the cells observed)")
+
+
 def check_output_file(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = (),
                       formats: Iterable[str] = ()) -> Path:
     """``path`` as a file a command may write, or :class:`InputError` before any work.

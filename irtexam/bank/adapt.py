@@ -243,7 +243,11 @@ def replay_answers(responses: Any, examinee: str) -> tuple[dict[str, float], str
         raise IrtexamError(f"{source}: no examinee '{examinee}'; pick one of {', '.join(responses.examinees[:5])}"
                            + (" ..." if responses.n_examinees > 5 else ""))
     column = responses.values[:, responses.examinees.index(str(examinee))]
-    return {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}, source
+    answers = {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}
+    if not answers:
+        raise IrtexamError(f"{source}: examinee '{examinee}' has no answers (its {responses.n_items} responses "
+                           f"are all blank); pick an examinee with recorded answers")
+    return answers, source
 
 
 def item_levels(exam: str | Path | Sequence[Any], category: str = "bloom") -> dict[str, str]:

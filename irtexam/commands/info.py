@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..options import FINITE_FLOAT, POSITIVE_INT, SEED
+from ..options import POSITIVE_INT, SEED, THETA
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``info`` and ``report``."""
     p.add_argument("--exam", help="exam JSONL (question text for Bloom / question-word categories)")
     p.add_argument("--keywords", help="YAML/JSON keyword table category -> keywords, replacing Bloom's")
-    p.add_argument("--theta-min", type=FINITE_FLOAT, default=-4.0, help="theta grid lower end (default -4)")
-    p.add_argument("--theta-max", type=FINITE_FLOAT, default=4.0, help="theta grid upper end (default 4)")
+    p.add_argument("--theta-min", type=THETA, default=-4.0, help="theta grid lower end (default -4)")
+    p.add_argument("--theta-max", type=THETA, default=4.0, help="theta grid upper end (default 4)")
     p.add_argument("--draws", type=POSITIVE_INT, default=200, help="posterior draws for bands and PPC (default 200)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the posterior predictive replicates")
 

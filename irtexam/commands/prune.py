@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import FINITE_FLOAT, HELDOUT, POSITIVE_INT, PROBABILITY_OPEN, SEED
+from ..options import HELDOUT, POSITIVE_INT, PROBABILITY_OPEN, SEED, THETA
 
 
 def register(subparsers) -> None:
@@ -18,7 +18,7 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=POSITIVE_INT, default=3, help="number of drop rounds (default 3)")
     p.add_argument("--by", default="discrimination", choices=("discrimination", "information"),
                    help="drop lowest a, or lowest mean information over --theta-range")
-    p.add_argument("--theta-range", type=FINITE_FLOAT, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
+    p.add_argument("--theta-range", type=THETA, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
                    help="theta range for information (default -2 2)")
     p.add_argument("--min-items", type=POSITIVE_INT, default=5, help="never prune below this many items")
     p.add_argument("--method", default="auto", choices=("auto", "em", "map", "nuts"),
@@ -58,6 +58,9 @@ def run(args) -> int:
 
     exam = read_exam(args.exam) if args.exam else None  # a bad exam fails now, not after the fits
     rm = ResponseMatrix.read(args.responses)
+    from ..paths import check_density
+
+    check_density(rm.values, f"{args.responses}: {rm.n_items} items x {rm.n_examinees} examinees")
     notes: list[str] = []
     facets = list(resolve_facets(rm, args.facets, notes)) or None
     for note in notes:

@@ -34,6 +34,8 @@ def parse_facet_grid(text: str | None) -> dict[str, int] | None:
         if not name.strip() or not count.strip().isdigit() or int(count) < 1:
             raise IrtexamError(f"--facets expects name=levels pairs with levels >= 1, like llm=4,retriever=5; "
                                f"got '{part}'")
+        if name.strip() in grid:
+            raise IrtexamError(f"--facets names the facet '{name.strip()}' twice ('{text}'); give each facet once")
         grid[name.strip()] = int(count)
     return grid
 
