@@ -69,7 +69,8 @@ def _legacy_owned(folder: Path, command: str) -> set[str] | None:
 
 
 def _describe(names: list[str], folder: Path) -> str:
-    shown = [n + ("/" if (folder / n).is_dir() else "") for n in sorted(names)[:4]]
+    ordered = sorted(names, key=lambda n: (n.startswith("."), n))  # hidden names (irtexam's locks) last
+    shown = [n + ("/" if (folder / n).is_dir() else "") for n in ordered[:4]]
     return ", ".join(shown) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
@@ -149,6 +150,25 @@ def _retire(retired: Path, owned: set[str]) -> None:
         retired.rmdir()
 
 
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system or
+    file system cannot, and the caller falls back to renames."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
 def put_in_place(staging: Path, final: Path, command: str) -> None:
     """Make the finished folder ``staging`` the output ``final`` of ``command``.
 
@@ -157,8 +177,6 @@ def put_in_place(staging: Path, final: Path, command: str) -> None:
     write are renamed back into the new folder, and only the earlier run's own entries are deleted. A new
     file whose name a user's entry already has is refused before anything moves.
     """
-    from .paths import exchange_paths
-
     new = sorted(p.name for p in staging.iterdir())
     try:
         old = owned_entries(final, command)

@@ -152,25 +152,6 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def exchange_paths(a: Path, b: Path) -> bool:
-    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system or
-    file system cannot, and the caller falls back to renames."""
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
 def relocate(value: Any, staging: Path, final: Path) -> Any:
     """``value`` (nested dicts/lists/strings/paths) with every path inside ``staging`` moved to ``final``."""
     if isinstance(value, dict):

@@ -34,8 +34,9 @@ from .errors import InputError
 from .memory import row_blocks
 from .scores import (ITEM_META_PREFIX, REQUIRED_COLUMNS, _invalid_numbers, _natural_key,  # noqa: F401
                      _parse_score, natural_sorted)
-from .table_checks import (category_gaps, check_constant_within, check_header, check_json_lines,
-                           check_repeated_header, check_scalar_cells, check_short_rows)
+from .table_checks import (category_gaps, check_constant_within, check_header,
+                           check_json_fields, check_json_lines, check_repeated_header, check_scalar_cells,
+                           check_short_rows)
 from .warning_types import DataWarning, IdentificationWarning, Message
 
 
@@ -85,6 +86,7 @@ def read_long_table(path: str | Path) -> pd.DataFrame:
         else:
             check_json_lines(path)
             frame = pd.read_json(path, lines=True, dtype=False)
+            check_json_fields(path, frame)
     except pd.errors.EmptyDataError:
         raise InputError("the file is empty; expected a header with columns item, examinee, response",
                          path=str(path)) from None

@@ -173,3 +173,44 @@ def category_gaps(values: np.ndarray, max_score: int) -> dict[int, list[int]]:
         for k in np.flatnonzero((n_present > 0) & (high - low + 1 > n_present)):
             gaps[rows.start + int(k)] = [int(c) for c in range(low[k], high[k] + 1) if not present[k, c]]
     return gaps
+
+
+def check_json_fields(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse a JSON Lines record without a ``response`` key (a record cut short, like a CSV row; pandas reads
+    it as a blank response). Read only where the table has blank responses."""
+    import json
+
+    if "response" not in frame.columns or not frame["response"].isna().any():
+        return
+    with _open_text(path) as handle:
+        row = 0
+        for line in handle:
+            if not line.strip():
+                continue
+            row += 1
+            try:
+                record = json.loads(line)
+            except ValueError:
+                return  # pandas read it: leave its reading be
+            if isinstance(record, dict) and "response" not in record:
+                raise InputError("has no 'response' key (a record cut short?); write \"response\": null for a "
+                                 "blank response", path=str(path), row=row)
+
+
+def check_categories_used(values: np.ndarray, source: str | None) -> None:
+    """Refuse a graded table in which a score between 0 and its highest never occurs anywhere (0, 1, 4 with
+    no 2 or 3): those categories' thresholds have no data at all, and the graded fit diverged on them."""
+    from .memory import row_blocks
+
+    counts = np.zeros(0, dtype=np.int64)
+    for rows in row_blocks(values.shape[0], values.shape[1]):
+        block = values[rows]
+        part = np.bincount(block[~np.isnan(block)].astype(np.int64))
+        counts = np.pad(counts, (0, max(len(part) - len(counts), 0)))
+        counts[:len(part)] += part
+    unused = np.flatnonzero(counts == 0)
+    if unused.size:
+        used = ", ".join(map(str, np.flatnonzero(counts)[:8]))
+        raise InputError(f"the graded scores skip {', '.join(map(str, unused[:8]))} (the table uses {used}): no "
+                         f"response has those scores, so the model cannot place their categories; recode the "
+                         f"scores to consecutive categories 0..K", path=source, column="response")

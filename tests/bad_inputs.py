@@ -80,6 +80,9 @@ MALFORMED = {
     "json_array": ("array.json", '[{"item": "q1", "examinee": "e1", "response": 1}]\n'),
     "jsonl_array": ("array.jsonl", '[{"item": "q1", "examinee": "e1", "response": 1},\n'
                     ' {"item": "q2", "examinee": "e1", "response": 0}]\n'),
+    "no_key": ("no-response-key.jsonl", '{"item": "q1", "examinee": "e1", "response": 1}\n'
+               '{"item": "q2", "examinee": "e1"}\n'),
+    "tsv_unnamed": ("unnamed-column.tsv", "examinee\titem\tresponse\t\ne1\tq1\t1\t\n"),
     "list_cell": ("list-cell.jsonl", '{"item": "q1", "examinee": "e1", "response": [1]}\n'),
     "dict_cell": ("dict-cell.jsonl", '{"item": "q1", "examinee": {"name": "e1"}, "response": 1}\n'),
 }
@@ -109,7 +112,14 @@ def _malformed_tables(root: Path, f: dict) -> None:
             good = rows if kind == "score" else "".join(f"e{j},q{i},{(i + j) % 3}\n" for j in range(20)
                                                           for i in range(5))
             f[f"{kind}{k}"].write_text("examinee,item,response\n" + good + f"e99,q1,{value}\n")
+    f["gz_cut"] = root / "cut-short.csv.gz"
+    f["gz_cut"].write_bytes(gzip.compress(("examinee,item,response\n" + rows + "q009,m0\n").encode()))
+    f["graded_skip"] = root / "graded-skips-2-3.csv"
+    f["graded_skip"].write_text("examinee,item,response\n" + "".join(
+        f"e{j},q{i},{(0, 1, 4)[(i + j) % 3]}\n" for j in range(20) for i in range(5)))
     frame = pd.read_csv(f["resp"])
+    f["dict_column"] = root / "dict-column.parquet"
+    frame.assign(meta=[{"k": k} for k in range(len(frame))]).to_parquet(f["dict_column"])
     frame["tags"] = [["sql", "index"] if k % 2 else [] for k in range(len(frame))]
     f["tags"] = root / "tags.parquet"
     frame.to_parquet(f["tags"])
@@ -291,13 +301,16 @@ def cases() -> list[Case]:
                  "blank_facet": "blank facet value", "space_facet": "facet value a space",
                  "json_array": "a JSON array in .json", "jsonl_array": "a JSON array in .jsonl",
                  "list_cell": "a list as a response", "dict_cell": "a dict as an examinee id",
-                 "tags": "a list-valued parquet column", "sparse": "1200 x 900 with 3 responses an item"}
+                 "tags": "a list-valued parquet column", "sparse": "1200 x 900 with 3 responses an item",
+                 "no_key": "a JSON Lines record without response", "tsv_unnamed": "unnamed TSV column",
+                 "gz_cut": "gzipped CSV row cut short", "dict_column": "a dict-valued parquet column"}
     for key, why in malformed.items():
         add("fit", f"responses: {why}", f"{{{key}}}", "--out", "{tmp}/fit-out")
     for key in ("cut", "tags", "blank_facet", "sparse"):
         add("prune", f"responses: {malformed[key]}", f"{{{key}}}", "--out", "{tmp}/prune-out")
     for k, why in enumerate(BAD_SCORES.values()):
         add("fit", f"response {why}", f"{{score{k}}}", "--out", "{tmp}/fit-out")
+    add("fit", "graded scores skip 2 and 3", "{graded_skip}", "--model", "grm", "--out", "{tmp}/fit-out")
     for k, why in enumerate(BAD_GRADED.values()):
         add("fit", f"graded response {why}", f"{{graded{k}}}", "--model", "grm", "--out", "{tmp}/fit-out")
     # info / report

@@ -77,3 +77,15 @@ def test_negative_numbers_in_scientific_notation_are_values(capsys):
     assert "must be a finite number in [-50, 50], got '-1e3'" in err and "expected one argument" not in err
     assert main(["info", "fit", "--theta-min", "-1e0", "--out", "o"]) == 2  # a value: the missing fit is the error
     assert "fit: " in capsys.readouterr().err
+
+
+def test_over_blocks_concatenates_rows_of_zero_width():
+    """10^4 sparse items ended in ZeroDivisionError (issue 41): per-examinee rows with a zero-size axis were
+    reshaped with -1, which cannot be inferred from a zero-size array."""
+    import jax.numpy as jnp
+
+    from irtexam.irt.examinee_blocks import over_blocks
+
+    responses, groups = jnp.zeros((3, 4, 5), dtype=jnp.int8), jnp.zeros((3, 4), dtype=jnp.int32)
+    total, rows = over_blocks(lambda y, g: (y.sum(), jnp.zeros((y.shape[0], 0))), responses, groups)
+    assert rows.shape == (12, 0) and float(total) == 0.0

@@ -72,4 +72,4 @@ def over_blocks(fn: Callable[[Any, Any], tuple[Any, Any]], responses: Any, group
         return jax.tree_util.tree_map(jnp.add, total, sums), rows
 
     total, rows = jax.lax.scan(jax.checkpoint(step), zero, (responses, groups))
-    return total, jax.tree_util.tree_map(lambda r: r.reshape(-1, *r.shape[2:]), rows)
+    return total, jax.tree_util.tree_map(lambda r: r.reshape(r.shape[0] * r.shape[1], *r.shape[2:]), rows)

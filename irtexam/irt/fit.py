@@ -190,6 +190,10 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     kind = spec.kind if spec is not None else config.check("model", model)
     graded = kinds.get_kind(kind).graded
     responses = ResponseMatrix.coerce(responses, graded=graded)  # path, DataFrame (wide/long), array
+    if graded:  # a score no response has: its category cannot be placed (the EM diverged on 0, 1, 4)
+        from ..table_checks import check_categories_used
+
+        check_categories_used(responses.values, responses.source)
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
     method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items)
