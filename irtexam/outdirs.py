@@ -80,7 +80,7 @@ def owned_entries(folder: Path, command: str, option: str = "--out") -> set[str]
     if not folder.exists():
         return set()
     if not folder.is_dir():
-        raise InputError(f"exists and is a file; {option} takes a folder", path=str(folder))
+        raise InputError(f"exists and is a file, not a folder; {option} takes a folder", path=str(folder))
     entries = [p.name for p in folder.iterdir()]
     if not entries:
         return set()
