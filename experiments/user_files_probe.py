@@ -50,7 +50,7 @@ def tables(root: Path) -> dict[str, tuple[Path, list[str], str]]:
         "graded_skip.csv": (head + "".join(f"{a},{b},{(0, 1, 4)[k % 3]}\n" for k, (a, b, _) in enumerate(rows)),
                             ["--model", "grm"], "skip"),
         "graded_gap.csv": (head + graded.replace(",q003,2\n", ",q003,3\n").replace(",q003,1\n", ",q003,2\n"),
-                           ["--model", "grm"], "never take a score"),
+                           ["--model", "grm"], "skip a score"),
         "blank_llm.csv": ("examinee,item,response,llm\n" + "".join(
             f"{a},{b},{c},{'x' if a != 'm3' else ''}\n" for a, b, c in rows), [], "blank facet"),
         "tab_trailing.tsv": ("examinee\titem\tresponse\t\n" + "".join(f"{a}\t{b}\t{c}\t\n" for a, b, c in rows), [],

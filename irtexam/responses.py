@@ -633,7 +633,7 @@ class ResponseMatrix:
             gaps = category_gaps(self.values, self.max_score)
             if gaps:
                 shown = "; ".join(f"{self.items[k]}: {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
-                messages.append(_data(f"{len(gaps)} graded item(s) never take a score between their lowest and "
+                messages.append(_data(f"{len(gaps)} graded item(s) skip a score between their lowest and "
                                 f"highest ({shown}{' ...' if len(gaps) > 3 else ''}); the model still gives those "
                                 f"categories thresholds, set by the prior alone: recode the scores to consecutive "
                                 f"categories if the missing ones cannot occur"))

@@ -117,6 +117,10 @@ def _malformed_tables(root: Path, f: dict) -> None:
     f["graded_skip"] = root / "graded-skips-2-3.csv"
     f["graded_skip"].write_text("examinee,item,response\n" + "".join(
         f"e{j},q{i},{(0, 1, 4)[(i + j) % 3]}\n" for j in range(20) for i in range(5)))
+    f["graded_gap"] = root / "graded-item-skips-1.csv"  # q003 scores 0, 2, 3 only: the grm EM diverged
+    scores = {(j, i): (j * 10 + i) % 3 for j in range(30) for i in range(10)}
+    f["graded_gap"].write_text("examinee,item,response\n" + "".join(
+        f"m{j},q{i:03d},{s + (i == 3 and s > 0)}\n" for (j, i), s in scores.items()))
     frame = pd.read_csv(f["resp"])
     f["dict_column"] = root / "dict-column.parquet"
     frame.assign(meta=[{"k": k} for k in range(len(frame))]).to_parquet(f["dict_column"])
@@ -310,6 +314,7 @@ def cases() -> list[Case]:
         add("prune", f"responses: {malformed[key]}", f"{{{key}}}", "--out", "{tmp}/prune-out")
     for k, why in enumerate(BAD_SCORES.values()):
         add("fit", f"response {why}", f"{{score{k}}}", "--out", "{tmp}/fit-out")
+    add("fit", "graded item skips a score (0, 2, 3)", "{graded_gap}", "--model", "grm", "--out", "{tmp}/fit-out")
     add("fit", "graded scores skip 2 and 3", "{graded_skip}", "--model", "grm", "--out", "{tmp}/fit-out")
     for k, why in enumerate(BAD_GRADED.values()):
         add("fit", f"graded response {why}", f"{{graded{k}}}", "--model", "grm", "--out", "{tmp}/fit-out")

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..errors import IrtexamError
+from ..errors import DivergedError, InputError, IrtexamError
 from ..responses import ResponseMatrix
 from ..warning_types import DataWarning, Message, emit
 from .. import config
@@ -58,6 +58,19 @@ def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | No
     return tuple(facets)
 
 
+
+
+def _raise_category_gaps(responses: ResponseMatrix) -> None:
+    """After a graded fit diverged: an :class:`InputError` naming the items that skip a score between their
+    lowest and highest (0, 2, 3), the cause seen in the probe of issue 41; returns where there is none."""
+    from ..table_checks import category_gaps
+
+    gaps = category_gaps(responses.values, responses.max_score)
+    if gaps:
+        shown = "; ".join(f"{responses.items[k]} never {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
+        raise InputError(f"the graded fit diverged: {len(gaps)} item(s) skip a score between their lowest and "
+                         f"highest ({shown}{' ...' if len(gaps) > 3 else ''}), a category no response places; "
+                         f"recode those items' scores to consecutive categories", path=responses.source)
 
 
 def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> str:
@@ -231,11 +244,16 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     test = test_mask if options.heldout > 0 else None
     if method == "em":
         from .marginal_fit import fit_marginal
-        result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
-                              n_draws=output.draws, abilities=options.abilities, groups=options.groups,
-                              reference_group=options.reference_group, fixed_items=options.fixed_items,
-                              init=options.init, tol=options.tol, max_cycles=options.max_iter,
-                              guessing_rule=guessing_rule)
+        try:
+            result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
+                                  n_draws=output.draws, abilities=options.abilities, groups=options.groups,
+                                  reference_group=options.reference_group, fixed_items=options.fixed_items,
+                                  init=options.init, tol=options.tol, max_cycles=options.max_iter,
+                                  guessing_rule=guessing_rule)
+        except DivergedError:
+            if graded:
+                _raise_category_gaps(responses)
+            raise
         result.warnings[:0] = messages
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
