@@ -69,6 +69,7 @@ def _legacy_owned(folder: Path, command: str) -> set[str] | None:
 
 
 def _describe(names: list[str], folder: Path) -> str:
+    """The first few of ``names`` (folders with a trailing /, hidden names last) and how many more."""
     ordered = sorted(names, key=lambda n: (n.startswith("."), n))  # hidden names (irtexam's locks) last
     shown = [n + ("/" if (folder / n).is_dir() else "") for n in ordered[:4]]
     return ", ".join(shown) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

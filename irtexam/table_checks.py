@@ -106,6 +106,7 @@ def check_repeated_header(frame: pd.DataFrame, source: str | None) -> None:
 
 
 def _is_nested(value: object) -> bool:
+    """True for a cell that holds several values (a list, tuple, dict, set or array)."""
     return isinstance(value, (list, tuple, dict, set, np.ndarray))
 
 
@@ -127,6 +128,7 @@ def check_scalar_cells(frame: pd.DataFrame, source: str | None) -> None:
 
 
 def _short(value: object, limit: int = 40) -> str:
+    """A cell's repr, cut to ``limit`` characters, for a message."""
     text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
