@@ -201,3 +201,16 @@ def put_in_place(staging: Path, final: Path, command: str) -> None:
         os.rename(staging, final)
     _move_back(foreign, retired, final)
     _retire(retired, old)
+
+
+def check_own_file(path: Path, command: str, companion: Path, option: str = "--out") -> None:
+    """Refuse to overwrite an existing file ``path`` that ``command`` did not write, told by its companion: the
+    ``<out>.truth.json`` beside a simulated table, the marked ``<stem>_files`` folder beside a report. A user's
+    ``data/responses.csv`` given as ``simulate --out`` is not replaced."""
+    if not path.is_file():
+        return
+    own = companion.is_file() if companion.suffix == ".json" else (read_marker(companion) or {}).get("command")
+    if own is True or own == command:
+        return
+    raise InputError(f"exists and was not written by `irtexam {command}` (no {companion.name} beside it); choose "
+                     f"another {option} or remove the file (nothing was changed)", path=str(path))

@@ -127,6 +127,10 @@ def _malformed_tables(root: Path, f: dict) -> None:
     frame["tags"] = [["sql", "index"] if k % 2 else [] for k in range(len(frame))]
     f["tags"] = root / "tags.parquet"
     frame.to_parquet(f["tags"])
+    f["user_page"] = root / "my-page.html"
+    f["user_page"].write_text("<p>mine</p>\n")
+    f["user_table"] = root / "my-data.csv"
+    f["user_table"].write_text("examinee,item,response\n" + rows)
     f["replay_blank"] = root / "replay-blank.csv"
     f["replay_blank"].write_text("examinee,item,response\n" + rows + "".join(f"e_blank,q{i},\n" for i in range(8)))
     rng = np.random.default_rng(0)
@@ -391,6 +395,8 @@ def cases() -> list[Case]:
         if command != "take":
             add(command, "--out holds another command's output", *argv, "--out", "{fit3pl}")
     add("fit", "--out holds another command's output", "{resp}", "--out", "{info_out}")
+    add("report", "--out is a user's file", "{fit}", "--out", "{user_page}")
+    add("simulate", "--out is a user's table (no .truth.json)", "--out", "{user_table}")
     add("report", "--out: its _files folder is a user's folder", "{fit}", "--out", "{nonempty_report}")
     # simulate
     for opt, value in (("--items", "0"), ("--items", "-3"), ("--examinees", "0"), ("--missing", "2"),

@@ -89,3 +89,19 @@ def test_over_blocks_concatenates_rows_of_zero_width():
     responses, groups = jnp.zeros((3, 4, 5), dtype=jnp.int8), jnp.zeros((3, 4), dtype=jnp.int32)
     total, rows = over_blocks(lambda y, g: (y.sum(), jnp.zeros((y.shape[0], 0))), responses, groups)
     assert rows.shape == (12, 0) and float(total) == 0.0
+
+
+def test_a_resumed_prune_counts_the_warnings_of_the_rounds_it_loads(tmp_path):
+    """Issue 41: rounds loaded from the checkpoint raised no warnings, so a resumed prune counted fewer."""
+    import irtexam
+
+    responses, _ = irtexam.simulate(12, 120, model="2pl", seed=4)
+    values = responses.values.copy()
+    values[:, 0] = 1  # an examinee who answered everything right: every fit warns about it
+    rm = ResponseMatrix(values=values, items=responses.items, examinees=responses.examinees)
+    options = dict(model="2pl", method="em", steps=2, drop=0.2, min_items=4, progress=False,
+                   checkpoint=tmp_path / "rounds")
+    first = irtexam.prune(rm, **options)
+    assert first.warnings and any("answered every item correctly" in w for w in first.warnings)
+    again = irtexam.prune(rm, **options)  # every round loaded from the checkpoint
+    assert again.warnings == first.warnings

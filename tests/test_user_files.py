@@ -125,6 +125,14 @@ def test_report_and_simulate_leave_the_folder_around_them(fits, tmp_path, capsys
     assert _intact(d)
     assert sorted(p.name for p in d.iterdir() if not p.name.endswith(".lock")) == [
         "analysis", "report.html", "report_files", "sim.csv", "sim.csv.truth.json", "thesis.tex"]
+    (d / "index.html").write_text("<p>mine</p>\n")
+    (d / "data.csv").write_text("mine\n")
+    assert main(["report", str(fits["fit"]), "--out", str(d / "index.html")]) == 2  # a user's page
+    assert main(["simulate", "--items", "5", "--examinees", "6", "--out", str(d / "data.csv")]) == 2  # a user's table
+    assert (d / "index.html").read_text() == "<p>mine</p>\n" and (d / "data.csv").read_text() == "mine\n"
+    assert main(["simulate", "--items", "5", "--examinees", "6", "--seed", "1", "--out", str(d / "sim.csv")]) == 0
+    assert main(["report", str(fits["fit"]), "--draws", "20", "--out", str(d / "report.html")]) == 0  # reruns
+    capsys.readouterr()
     _user_files(d / "other_files")
     assert main(["report", str(fits["fit"]), "--out", str(d / "other.html")]) == 2  # a user's folder of that name
     assert "other_files" in capsys.readouterr().err and _intact(d / "other_files")

@@ -35,6 +35,9 @@ def run(args) -> int:
     check_output_file(out, inputs=[args.fitdir], formats=[args.format] if args.format else ["html", "md"])
     fmt = args.format or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     files = out.with_name(out.stem + "_files")
+    from ..outdirs import check_own_file
+
+    check_own_file(out, "report", files)  # a user's page of that name stays
     # the tables and figures folder beside the report: a user's folder of that name is refused, not filled
     check_output_dir(files, "--out (its _files folder)", inputs=[args.fitdir], command="report")
     with atomic_output_dir(files, "report") as staging:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from ..options import FRACTION_HALF_OPEN, POSITIVE_INT, SEED
 
@@ -49,13 +50,15 @@ SIMULATE_PARQUET_BYTES_PER_CELL = 50
 
 def run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from ..io_tables import write_long_parquet
     from ..irt.simulate import simulate
     from ..paths import check_memory, check_output_file
 
+    from ..outdirs import check_own_file
+
     check_output_file(args.out, "--out", formats=["csv", "csv.gz", "tsv", "tsv.gz", "parquet", "jsonl"])
+    check_own_file(Path(args.out), "simulate", Path(str(args.out) + ".truth.json"))  # a user's table stays
     grid = parse_facet_grid(args.facets)
     examinees = math.prod(grid.values()) if grid else args.examinees
     parquet = Path(args.out).suffix.lower() == ".parquet"
