@@ -121,11 +121,12 @@ class AdaptResult:
     summary: dict[str, Any]
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write trajectory.csv and summary.json into ``directory`` (replaced whole: never a mix of two runs)."""
+        """Write trajectory.csv and summary.json into ``directory`` (an earlier run's files replaced whole, never
+        a mix of two runs; entries irtexam did not write are kept: :mod:`irtexam.outdirs`)."""
         from ..paths import atomic_output_dir
 
         out = Path(directory)
-        with atomic_output_dir(out) as staging:
+        with atomic_output_dir(out, "adapt") as staging:
             self.trajectory.to_csv(staging / "trajectory.csv", index=False)
             (staging / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
         return {"trajectory": str(out / "trajectory.csv"), "summary": str(out / "summary.json")}
@@ -244,7 +245,11 @@ def replay_answers(responses: Any, examinee: str) -> tuple[dict[str, float], str
         raise IrtexamError(f"{source}: no examinee '{examinee}'; pick one of {', '.join(responses.examinees[:5])}"
                            + (" ..." if responses.n_examinees > 5 else ""))
     column = responses.values[:, responses.examinees.index(str(examinee))]
-    return {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}, source
+    answers = {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}
+    if not answers:
+        raise IrtexamError(f"{source}: examinee '{examinee}' has no answers (its {responses.n_items} responses "
+                           f"are all blank); pick an examinee with recorded answers")
+    return answers, source
 
 
 def item_levels(exam: str | Path | Sequence[Any], category: str = "bloom") -> dict[str, str]:
@@ -326,6 +331,10 @@ def adapt(fit: Any, *, replay: Any = None, examinee: str | None = None, exam: st
                                "--pipeline LLM|RETRIEVER|iclK")
         from .live import live_answerer
 
+        if out is not None:  # the live answers are logged in OUT/take: the folder is adapt's from now on
+            from ..outdirs import claim
+
+            claim(Path(out), "adapt")
         answerer = live_answerer(exam, spec, pipeline, out_dir=Path(out or ".") / "take", progress=progress)
         check_exam_ids(bank, answerer.item_ids, str(exam), bank.source)
         try:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from ..memory import large_blocks_from_mmap
     large_blocks_from_mmap()  # freed temporaries of a large fit go back to the system (irtexam.memory)
     responses = ResponseMatrix.read(args.responses, graded=get_kind(args.model).graded)
-    from ..paths import check_memory
+    from ..paths import check_density, check_memory
 
     notes: list[str] = []
     facets = list(resolve_facets(responses, args.facets, notes)) or None  # unknown facets fail before any work
@@ -109,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
                             marginal_only_options(given), responses.n_items * responses.n_examinees)
     # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
-    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4,
-                 f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
+    size = f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees"
+    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4, size)
+    check_density(responses.values, size)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)

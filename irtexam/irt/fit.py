@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import IrtexamError
+from ..errors import DivergedError, InputError, IrtexamError
 from ..responses import ResponseMatrix
 from ..warning_types import DataWarning, Message, emit
 from .. import config
@@ -59,6 +59,17 @@ def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | No
     return tuple(facets)
 
 
+def _raise_category_gaps(responses: ResponseMatrix) -> None:
+    """After a graded fit diverged: an :class:`InputError` naming the items that skip a score between their
+    lowest and highest (0, 2, 3), the cause seen in the probe of issue 41; returns where there is none."""
+    from ..table_checks import category_gaps
+
+    gaps = category_gaps(responses.values, responses.max_score)
+    if gaps:
+        shown = "; ".join(f"{responses.items[k]} never {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
+        raise InputError(f"the graded fit diverged: {len(gaps)} item(s) skip a score between their lowest and "
+                         f"highest ({shown}{' ...' if len(gaps) > 3 else ''}), a category no response places; "
+                         f"recode those items' scores to consecutive categories", path=responses.source)
 
 
 # "auto" fits a model without facets by the joint mode ("map") where the median examinee answered at least this
@@ -255,6 +266,10 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     kind = spec.kind if spec is not None else config.check("model", model)
     graded = kinds.get_kind(kind).graded
     responses = ResponseMatrix.coerce(responses, graded=graded)  # path, DataFrame (wide/long), array
+    if graded:  # a score no response has: its category cannot be placed (the EM diverged on 0, 1, 4)
+        from ..table_checks import check_categories_used
+
+        check_categories_used(responses.values, responses.source)
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
     requested = method
@@ -305,11 +320,16 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     test = test_mask if options.heldout > 0 else None
     if method == "em":
         from .marginal.fit import fit_marginal
-        result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
-                              n_draws=output.draws, abilities=options.abilities, groups=options.groups,
-                              reference_group=options.reference_group, fixed_items=options.fixed_items,
-                              init=options.init, tol=options.tol, max_cycles=options.max_iter,
-                              guessing_rule=guessing_rule)
+        try:
+            result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
+                                  n_draws=output.draws, abilities=options.abilities, groups=options.groups,
+                                  reference_group=options.reference_group, fixed_items=options.fixed_items,
+                                  init=options.init, tol=options.tol, max_cycles=options.max_iter,
+                                  guessing_rule=guessing_rule)
+        except DivergedError:
+            if graded:
+                _raise_category_gaps(responses)
+            raise
         result.warnings[:0] = messages
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)

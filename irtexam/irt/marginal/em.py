@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import IrtexamError
+from ...errors import DivergedError, IrtexamError
 from .. import model as mdl
 from ..examinee_blocks import response_blocks
 from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
@@ -195,7 +195,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             history.append(value)
             change = distance(two, one)
             if not np.isfinite(change):
-                raise IrtexamError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
+                raise DivergedError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
                                    "or a model with fewer parameters")
             if progress is not None:
                 progress(cycle, value, change)
