@@ -12,7 +12,9 @@ version="${1:-3.13}"
 venv=".venv-core-py${version}"
 # the estimators (MAP, marginal EM, NUTS, uncertainty), the response matrix, the compiled-program cache and the
 # backends/devices: about 5 min in two processes on a 2-core machine
+# (IRTEXAM_CORE_TESTS="tests/a.py tests/b.py" runs others instead)
 TESTS=(tests/test_irt_*.py tests/test_responses*.py tests/test_fit_path.py tests/test_devices.py)
+if [ -n "${IRTEXAM_CORE_TESTS:-}" ]; then read -r -a TESTS <<<"$IRTEXAM_CORE_TESTS"; fi
 
 find_python() {
     # a python<version> on PATH that runs (a pyenv shim of a version not selected does not), else pyenv's copy
