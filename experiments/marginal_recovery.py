@@ -7,11 +7,13 @@ abilities standardised by their own sample mean and sd, theta* = (theta - m) / s
 parameters moved with them, a* = a s, b* = (b - m) / s (c unchanged). Nothing is linked to a fit.
 
 Printed per regime and replication: the geometric mean of a_hat / a*, the slope of b_hat on b*
-(least squares), mean c_hat - c, and the share of 90% intervals of a, b, c, theta that contain
-the truth.
+(least squares), the slope of theta_hat on theta*, mean c_hat - c, the share of 90% intervals of a, b, c,
+theta that contain the truth, and how many examinees share an ability with another whose responses differ
+(``ties``: abilities equal to 9 decimals, response patterns not).
 
     python experiments/marginal_recovery.py                      # every regime, 2 replications
     python experiments/marginal_recovery.py --regimes 150x3000 --models 3pl --reps 4
+    python experiments/marginal_recovery.py --regimes leaderboard --reps 1       # the leaderboard shapes
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import time
 import warnings
 
 import numpy as np
+import pandas as pd
 
 import irtexam
 from irtexam.irt.simulate import simulate
 
 REGIMES = ("150x800", "150x3000", "150x10000", "10x2000", "30x2000")
+# issue 42: LLM leaderboards, thousands of items per model (auto fits them by the joint mode)
+LEADERBOARD_REGIMES = ("2000x200", "3000x250", "2000x1000", "5761x2211", "12032x2211")
 
 
 def true_on_sample_scale(truth: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -36,6 +41,14 @@ def true_on_sample_scale(truth: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if "c" in truth:
         out["c"] = truth["c"]
     return out
+
+
+def tied_examinees(theta_hat: np.ndarray, values: np.ndarray) -> int:
+    """Examinees whose ability (to 9 decimals) equals that of another examinee with a different response pattern
+    (``values``: items x examinees, NaN missing)."""
+    patterns = np.unique(np.nan_to_num(values, nan=-1.0), axis=1, return_inverse=True)[1].reshape(-1)
+    frame = pd.DataFrame({"theta": np.round(theta_hat, 9), "pattern": patterns})
+    return int((frame.groupby("theta")["pattern"].transform("nunique") > 1).sum())
 
 
 def coverage(table, column: str, truth: np.ndarray) -> float:
@@ -64,7 +77,10 @@ def one(n_items: int, n_examinees: int, model: str, seed: int, method: str, c_ra
     thetas = fit.examinees.reindex(list(responses.examinees))
     b_hat = items["b"].to_numpy()
     slope = float(np.polyfit(star["b"], b_hat, 1)[0])
+    theta_hat = thetas["theta"].to_numpy()
     row = {"a_ratio": float(np.exp(np.mean(np.log(items["a"].to_numpy() / star["a"])))), "b_slope": slope,
+           "theta_slope": float(np.polyfit(star["theta"], theta_hat, 1)[0]),
+           "ties": tied_examinees(theta_hat, responses.values),
            "cov_a": coverage(items, "a", star["a"]), "cov_b": coverage(items, "b", star["b"]),
            "cov_theta": coverage(thetas, "theta", star["theta"]), "seconds": seconds, "method": fit.method}
     if model == "3pl":
@@ -89,8 +105,9 @@ def main() -> None:
                         help="draw a ~ LogNormal(log A_MEDIAN, 0.35) instead of simulate's LogNormal(0, 0.35) (centred on "
                              "the default prior's a = 1)")
     args = parser.parse_args()
-    print("regime      model rep method a_ratio b_slope c_bias cov_a cov_b cov_c cov_theta seconds")
-    for regime in args.regimes.split(","):
+    print("regime      model rep method a_ratio b_slope th_slope c_bias cov_a cov_b cov_c cov_theta ties seconds")
+    regimes = args.regimes.replace("leaderboard", ",".join(LEADERBOARD_REGIMES))
+    for regime in regimes.split(","):
         n_items, n_examinees = map(int, regime.split("x"))
         for model in args.models.split(","):
             rows = []
@@ -100,13 +117,14 @@ def main() -> None:
                           args.a_median, args.slope_centre)
                 rows.append(row)
                 print(f"{regime:<11} {model:<5} {rep:>3} {row['method']:<6} {row['a_ratio']:.3f}   {row['b_slope']:.3f}  "
-                      f"{row.get('c_bias', float('nan')):+.3f}  {row['cov_a']:.2f}  {row['cov_b']:.2f}  "
-                      f"{row.get('cov_c', float('nan')):.2f}  {row['cov_theta']:.2f}      {row['seconds']:.1f}",
-                      flush=True)
+                      f" {row['theta_slope']:.3f}   {row.get('c_bias', float('nan')):+.3f}  {row['cov_a']:.2f}  "
+                      f"{row['cov_b']:.2f}  {row.get('cov_c', float('nan')):.2f}  {row['cov_theta']:.2f}      "
+                      f"{row['ties']:>4} {row['seconds']:.1f}", flush=True)
             mean = {k: np.mean([r[k] for r in rows]) for k in rows[0] if k != "method"}
             print(f"{regime:<11} {model:<5} all {rows[0]['method']:<6} {mean['a_ratio']:.3f}   {mean['b_slope']:.3f}  "
-                  f"{mean.get('c_bias', float('nan')):+.3f}  {mean['cov_a']:.2f}  {mean['cov_b']:.2f}  "
-                  f"{mean.get('cov_c', float('nan')):.2f}  {mean['cov_theta']:.2f}      {mean['seconds']:.1f}", flush=True)
+                  f" {mean['theta_slope']:.3f}   {mean.get('c_bias', float('nan')):+.3f}  {mean['cov_a']:.2f}  "
+                  f"{mean['cov_b']:.2f}  {mean.get('cov_c', float('nan')):.2f}  {mean['cov_theta']:.2f}      "
+                  f"{mean['ties']:>4.0f} {mean['seconds']:.1f}", flush=True)
             if len(rows) > 1:  # the replications' standard errors: is a departure from 1 more than noise?
                 se = {k: np.std([r[k] for r in rows], ddof=1) / np.sqrt(len(rows)) for k in ("a_ratio", "b_slope")}
                 print(f"{regime:<11} {model:<5} se  {'':<6} {se['a_ratio']:.3f}   {se['b_slope']:.3f}", flush=True)

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "info",
     "prune",
     "adapt",
+    "tiny",
     "link",
     "report",
     "grade",
@@ -115,7 +116,7 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 # Commands of the statistics core: nothing of theirs needs the interpreter's final teardown, which
 # after JAX and XLA have been loaded takes 0.1-0.3 s (freeing modules and compiled programs).
-FAST_EXIT_COMMANDS = frozenset({"fit", "info", "prune", "report", "adapt", "link", "simulate"})
+FAST_EXIT_COMMANDS = frozenset({"fit", "info", "prune", "report", "adapt", "link", "simulate", "tiny"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -110,7 +110,8 @@ OPTIONS: tuple[Option, ...] = (
            none_ok=True),
     # estimator
     Option("method", "estimator", "auto", ("auto",) + METHODS, "auto (default): the marginal estimator (em) without "
-           "facets; with facets NUTS below 50 items, where the joint mode's facet intervals under-cover, the joint "
+           "facets, or the joint mode (map) where the median examinee answered 500 items or more (leaderboards); "
+           "with facets NUTS below 50 items, where the joint mode's facet intervals under-cover, the joint "
            "mode (map) otherwise. em: item parameters by marginal likelihood (Bock-Aitkin EM, abilities "
            "integrated out), abilities afterwards by EAP (or abilities=map)"),
     Option("seed", "estimator", 0, SEED, "seeds the held-out split, NUTS and the posterior draws"),
@@ -126,8 +127,9 @@ OPTIONS: tuple[Option, ...] = (
            "items are held at these values (fixed-item calibration onto a bank's scale)", cli=False, none_ok=True),
     Option("init", "estimator", None, ANY, "a previous FitResult (or unconstrained parameter dict) to start from, "
            "matched by id", cli=False, none_ok=True),
-    Option("se", "estimator", True, (True, False, "full", "blockwise", "auto"), "uncertainty of a MAP fit: True "
-           "(auto), 'full', 'blockwise', False (point estimates only)", cli=False),
+    Option("se", "estimator", True, (True, False, "full", "blockwise", "auto"), "uncertainty of the estimates: True "
+           "(every method; map: its Laplace covariance, 'auto'), False (point estimates only); map only: 'full' (items "
+           "coupled to abilities) or 'blockwise' (each block alone, too narrow)", cli=False),
     Option("chains", "estimator", 4, POSITIVE_INT, "NUTS chains"),
     Option("warmup", "estimator", 500, NONNEG_INT, "NUTS warm-up iterations per chain"),
     Option("samples", "estimator", 500, POSITIVE_INT, "NUTS draws kept per chain"),
@@ -142,7 +144,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("draws", "output", None, POSITIVE_INT, "posterior draws a MAP or EM fit keeps (NUTS keeps chains x "
            "samples); default 500, an EM fit of more than 100,000 examinees fewer (50,000,000 / examinees, at "
            "least 100: their ability draws stay near 200 MB)", cli=False, none_ok=True),
-    Option("progress", "output", False, bool, "show the sampler's progress bar (NUTS)", cli=False),
+    Option("progress", "output", False, bool, "show progress: the sampler's bar (NUTS), a line every 2 s (the "
+           "joint mode without facets)", cli=False),
 )
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 MODEL_OPTIONS = tuple(o.name for o in OPTIONS if o.group == "model")

@@ -18,6 +18,10 @@ class IrtexamError(ValueError):
     argument is in the libraries irtexam's users know)."""
 
 
+class DivergedError(IrtexamError):
+    """An estimator's iterations left the finite numbers; the caller may name a cause in the data."""
+
+
 class InputError(IrtexamError):
     """Bad input data: names the file, row and column where possible."""
 

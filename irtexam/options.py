@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -90,10 +91,22 @@ PROBABILITY = Number(False, 0, 1, __name__="probability")
 POSITIVE_FLOAT = Number(False, 0, open_low=True, __name__="positive number")
 FINITE_FLOAT = Number(False, __name__="finite number")
 THREADS = Number(True, 1, 1024, __name__="threads")
+# an ability on the fit's N(0, 1) scale: a grid end past +-50 is no ability any exam measures, and the
+# grid's width must stay finite (--theta-min=-1e308 --theta-max=1e308 gave NaN rows)
+THETA = Number(False, -50, 50, __name__="ability")
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse with its errors on one line (no usage block), exit code 2; ``--help`` unchanged."""
+    """argparse with its errors on one line (no usage block), exit code 2; ``--help`` unchanged.
+
+    A negative number in scientific notation (``--theta-min -1e308``) is read as a value, as ``-4`` and
+    ``-0.5`` are, not as an unknown option ("expected one argument").
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str) -> None:  # type: ignore[override]
         message = " ".join(message.split())

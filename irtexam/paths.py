@@ -39,6 +39,33 @@ def check_memory(cells: int, bytes_per_cell: int, what: str) -> None:
                            f"{free / 2**30:,.1f} GiB is free (use fewer items or examinees)")
 
 
+# a fit computes on every cell of the items x examinees matrix, observed or not: a large matrix that is almost
+# empty costs the time of a full one for the information of a few responses (10^5 items x 300 examinees with
+# one response an item ran past 90 s with no output)
+SPARSE_CELLS = 10**6
+SPARSE_FRACTION = 0.01
+
+
+def check_density(values: Any, what: str) -> None:
+    """Refuse, before a fit, a matrix of at least :data:`SPARSE_CELLS` cells of which under
+    :data:`SPARSE_FRACTION` hold a response, naming its size (counted a block of rows at a time)."""
+    import numpy as np
+
+    from .memory import row_blocks
+
+    n_items, n_examinees = values.shape
+    cells = n_items * n_examinees
+    if cells < SPARSE_CELLS:
+        return
+    observed = sum(int(np.count_nonzero(~np.isnan(values[rows]))) for rows in row_blocks(n_items, n_examinees))
+    if observed < SPARSE_FRACTION * cells:
+        raise IrtexamError(f"{what} = {cells:,} cells hold {observed:,} responses ({100 * observed / cells:.2g}%; "
+                           f"{observed / max(n_items, 1):,.1f} an item, {observed / max(n_examinees, 1):,.1f} an "
+                           f"examinee): a fit computes on every cell, so it would take the time of a full matrix "
+                           f"for almost no information; keep the items and examinees with enough responses "
+                           f"(at least {SPARSE_FRACTION:.0%} of the cells observed)")
+
+
 def check_output_file(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = (),
                       formats: Iterable[str] = ()) -> Path:
     """``path`` as a file a command may write, or :class:`InputError` before any work.
@@ -64,9 +91,14 @@ def check_output_file(path: str | Path, option: str = "--out", *, inputs: Iterab
     return path
 
 
-def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = ()) -> Path:
+def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterable[str | Path | None] = (),
+                     command: str | None = None) -> Path:
     """``path`` as a folder a command may write into, or :class:`InputError` before any work: an existing
-    file, a path under a file, an unwritable place, or a folder that is one of the inputs."""
+    file, a path under a file, an unwritable place, a folder that is one of the inputs, and with ``command``
+    a non-empty folder that is not that command's earlier output (:func:`irtexam.outdirs.owned_entries`:
+    a user's files are never overwritten or deleted)."""
+    from .outdirs import owned_entries
+
     path = Path(path)
     resolved = path.resolve()
     if resolved.exists() and not resolved.is_dir():
@@ -75,67 +107,49 @@ def check_output_dir(path: str | Path, option: str = "--out", *, inputs: Iterabl
         if source is not None and Path(source).resolve() == resolved:
             raise InputError(f"is also an input of this command; choose another {option}", path=str(path))
     _writable_parent(resolved, option)
+    if command is not None:
+        owned_entries(resolved, command, option)
     return path
 
 
 @contextlib.contextmanager
-def atomic_output_dir(path: str | Path) -> Iterator[Path]:
-    """Write a multi-file output into a hidden sibling folder and put it in place only when the block
-    finishes: ``path`` is always one complete run (an earlier run there is replaced whole, an interrupted
-    one leaves the earlier folder as it was, never a mix).
+def atomic_output_dir(path: str | Path, command: str) -> Iterator[Path]:
+    """Write ``command``'s multi-file output into a hidden sibling folder and put it in place only when the
+    block finishes (:func:`irtexam.outdirs.put_in_place`): irtexam's files in ``path`` are always one
+    complete run (an interrupted run leaves the earlier folder as it was, never a mix), and the entries of
+    ``path`` irtexam did not write stay where they are.
 
-    ``with atomic_output_dir(args.out) as staging: write_tables(staging)``; paths the block returns that
-    point into ``staging`` are mapped to ``path`` by :func:`relocate`.
+    ``with atomic_output_dir(args.out, "info") as staging: write_tables(staging)``; paths the block returns
+    that point into ``staging`` are mapped to ``path`` by :func:`relocate`.
     """
     import shutil
     import tempfile
 
+    from .outdirs import folder_lock, hidden_sibling, owned_entries, put_in_place
+
     final = Path(path)
+    owned_entries(final, command)  # before any work: a folder that is not this command's is refused now
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    prefix = hidden_sibling(final, "").name
+    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".partial", dir=final.parent))
     try:
         yield staging
-        put_in_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    with folder_lock(final):
+        put_in_place(staging, final, command)
 
 
-def exchange_paths(a: Path, b: Path) -> bool:
-    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system or
-    file system cannot, and the caller falls back to renames."""
-    import ctypes
-    import ctypes.util
-    import sys
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
 
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def put_in_place(staging: Path, final: Path) -> None:
-    """Move the finished folder ``staging`` to ``final``, replacing an earlier ``final`` whole: one atomic
-    exchange where the system can (never a moment without a complete folder), else two renames (a crash
-    between them leaves the earlier folder beside, as ``.NAME.replaced-*``)."""
-    import shutil
-    import uuid
-
-    if not final.exists():
-        os.rename(staging, final)
-    elif exchange_paths(staging, final):
-        shutil.rmtree(staging, ignore_errors=True)
-    else:
-        retired = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
-        os.rename(final, retired)
-        os.rename(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def relocate(value: Any, staging: Path, final: Path) -> Any:

@@ -194,7 +194,8 @@ def plot_category_information(curves: pd.DataFrame, ax=None, abilities=None, tit
 
 def plot_information_band(band: pd.DataFrame, ax=None, abilities=None, label: str = "exam",
                           title: str | None = None, reduce: str | None = None):
-    """Exam information with its posterior interval (columns theta, mean, low, high).
+    """Exam information with its posterior interval (columns theta, mean, low, high; the line is ``estimate``,
+    the fit's own curve, where the band has it, else the draws' mean).
 
     The y label follows ``reduce`` ("mean": mean item information, "sum": test information),
     by default the ``reduce`` that :func:`irtexam.analysis.information_band` recorded in
@@ -203,7 +204,9 @@ def plot_information_band(band: pd.DataFrame, ax=None, abilities=None, label: st
     ax = _axes(ax)
     reduce = reduce or band.attrs.get("reduce", "mean")
     level = int(round(100 * float(band.attrs.get("prob", 0.9))))
-    (line,) = ax.plot(band["theta"], band["mean"], lw=2, label=f"{label} (posterior mean)")
+    centre = "estimate" if "estimate" in band else "mean"
+    (line,) = ax.plot(band["theta"], band[centre], lw=2,
+                      label=f"{label} ({'estimate' if centre == 'estimate' else 'posterior mean'})")
     ax.fill_between(band["theta"], band["low"], band["high"], color=line.get_color(), alpha=0.2,
                     label=f"{level}% interval")
     ax.set_xlabel(r"ability $\theta$")

@@ -34,6 +34,9 @@ from .errors import InputError
 from .memory import row_blocks
 from .scores import (ITEM_META_PREFIX, REQUIRED_COLUMNS, _invalid_numbers, _natural_key,  # noqa: F401
                      _parse_score, natural_sorted)
+from .table_checks import (category_gaps, check_constant_within, check_header,
+                           check_json_fields, check_json_lines, check_repeated_header, check_scalar_cells,
+                           check_short_rows)
 from .warning_types import DataWarning, IdentificationWarning, Message
 
 
@@ -63,6 +66,7 @@ def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise
     except Exception:  # noqa: BLE001 - re-read below, which raises the user-facing error
+        check_short_rows(path, sep)  # pandas would read a row cut short as a blank response
         return pd.read_csv(path, **options)
 
 
@@ -80,10 +84,14 @@ def read_long_table(path: str | Path) -> pd.DataFrame:
         elif fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
+            check_json_lines(path)
             frame = pd.read_json(path, lines=True, dtype=False)
+            check_json_fields(path, frame)
     except pd.errors.EmptyDataError:
         raise InputError("the file is empty; expected a header with columns item, examinee, response",
                          path=str(path)) from None
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"could not be parsed as {fmt}: {exc}", path=str(path)) from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a truncated or corrupt gzip
@@ -188,6 +196,11 @@ def _examinee_facet(column: pd.Series, examinee_codes: np.ndarray, first_rows: n
     the row where it first changes and both values.
     """
     codes, labels = _factorize_text(column)
+    blank = np.array([str(label).strip() == "" for label in labels] + [False])
+    if blank[codes].any():  # a level '' would be fitted as a level of its own
+        row = int(np.flatnonzero(blank[codes])[0])
+        raise InputError(f"blank facet value (examinee {examinees[examinee_codes[row]]!r}); fill it in (e.g. '-' "
+                         f"for none) or drop the column", path=source, row=row + 1, column=name)
     n_levels = max(len(labels), 1)
     pairs = np.unique(examinee_codes.astype(np.int64) * n_levels + codes)
     n_distinct = np.bincount(pairs // n_levels, minlength=len(examinees))
@@ -197,8 +210,10 @@ def _examinee_facet(column: pd.Series, examinee_codes: np.ndarray, first_rows: n
         first = codes[rows[0]]
         other = int(rows[codes[rows] != first][0])
         raise InputError(f"facet value changes within examinee {examinees[examinee]!r}: {labels[first]!r} on row "
-                         f"{rows[0] + 1} but {labels[codes[other]]!r} on row {other + 1}; a facet "
-                         f"describes the examinee, so it must be the same on all its rows",
+                         f"{rows[0] + 1} but {labels[codes[other]]!r} on row {other + 1}; every column besides "
+                         f"item, examinee and response is read as a facet of the examinee (item_* columns as item "
+                         f"metadata), so it must be the same on all its rows: drop a per-row column, or prefix "
+                         f"it item_ if it describes the item",
                          path=source, row=other + 1, column=name)
     return labels[codes[first_rows]]
 
@@ -340,6 +355,7 @@ class ResponseMatrix:
         (item, examinee) rows, or a facet value that changes within one examinee.
         Rows are numbered from 1 after the header.
         """
+        check_header(list(frame.columns), source)
         missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
         if missing:
             raise InputError(f"missing required column(s) {missing}; the table has {list(frame.columns)}",
@@ -347,6 +363,8 @@ class ResponseMatrix:
         if len(frame) == 0:
             raise InputError("the table has a header but no rows", path=source)
         frame = frame.reset_index(drop=True)
+        check_scalar_cells(frame, source)
+        check_repeated_header(frame, source)
         raw_item_codes, raw_items = _factorize_ids(frame["item"], "item", source)
         examinee_codes, examinees = _factorize_ids(frame["examinee"], "examinee", source)
         scores = _parse_scores(frame["response"], graded=graded, path=source)
@@ -378,6 +396,7 @@ class ResponseMatrix:
                                                        str(column), source)
         meta_frame = pd.DataFrame(index=pd.Index(items, name="item"))
         for column in meta_columns:
+            check_constant_within(frame[column], item_codes, items, str(column), source)
             first = frame[column].groupby(item_codes, sort=True).first()  # first non-missing value per item
             meta_frame[str(column)[len(ITEM_META_PREFIX):]] = first.reindex(range(len(items))).to_numpy()
         return cls(values=values, items=tuple(items), examinees=tuple(examinees), examinee_facets=facet_frame,
@@ -607,6 +626,17 @@ class ResponseMatrix:
                             "values and intervals come from the prior and the scale constraint alone); do not "
                             "rank them"))
         examinees = self.constant_examinees()
+        if examinees["unanswered"]:
+            messages.append(_data(f"{len(examinees['unanswered'])} examinee(s) have no responses at all "
+                            f"({_preview(examinees['unanswered'])}); only the prior determines their ability"))
+        if not self.is_binary:
+            gaps = category_gaps(self.values, self.max_score)
+            if gaps:
+                shown = "; ".join(f"{self.items[k]}: {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
+                messages.append(_data(f"{len(gaps)} graded item(s) skip a score between their lowest and "
+                                f"highest ({shown}{' ...' if len(gaps) > 3 else ''}); the model still gives those "
+                                f"categories thresholds, set by the prior alone: recode the scores to consecutive "
+                                f"categories if the missing ones cannot occur"))
         for kind, words in (("all_correct", "answered every item correctly"), ("all_wrong", "answered every item wrongly")):
             if examinees[kind]:
                 messages.append(_data(f"{len(examinees[kind])} examinee(s) {words} ({_preview(examinees[kind])}); their "

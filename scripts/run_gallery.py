@@ -53,6 +53,7 @@ GALLERY: tuple[Example, ...] = (
     Example("examples/wright_map.py", ("wright_map.png",)),
     Example("examples/adaptive_test.py", ("cat_trajectory.png",), writes_out=True),
     Example("examples/link_forms.py", ("linking.png",), writes_out=True),
+    Example("examples/tiny_benchmark.py", ("tiny_benchmark.png",), writes_out=True),
 )
 
 # examples/ scripts the build does not run, and why (docs/examples.md shows their source only)

@@ -66,6 +66,79 @@ def _write_responses(path: Path, items: int = 8, examinees: int = 40, seed: int 
     path.write_text("\n".join(lines) + "\n")
 
 
+# malformed long tables (issue 41): name -> (file name, text); {rows} is a valid body of 8 items x 40 examinees
+MALFORMED = {
+    "cut": ("cut-short.csv", "{rows}q009,m0\n"),
+    "cut_tsv": ("cut-short.tsv", "{tsv}q009\tm0\n"),
+    "dup_header": ("dup-header.csv", "examinee,item,response,response\ne1,q1,1,1\n"),
+    "repeated_header": ("repeated-header.csv", "{rows}examinee,item,response\ne0,q99,1\n"),
+    "unnamed": ("unnamed-column.csv", "examinee,item,response,\ne1,q1,1,\ne2,q1,0,\n"),
+    "per_row": ("per-row-column.csv", "examinee,item,response,stamp\ne1,q1,1,10:00\ne1,q2,0,10:01\n"),
+    "meta_changes": ("meta-changes.csv", "examinee,item,response,item_topic\ne1,q1,1,sql\ne2,q1,0,index\n"),
+    "blank_facet": ("blank-facet.csv", "examinee,item,response,llm\ne1,q1,1,a\ne2,q1,0,\ne1,q2,0,a\n"),
+    "space_facet": ("space-facet.csv", "examinee,item,response,llm\ne1,q1,1,a\ne2,q1,0, \ne1,q2,0,a\n"),
+    "json_array": ("array.json", '[{"item": "q1", "examinee": "e1", "response": 1}]\n'),
+    "jsonl_array": ("array.jsonl", '[{"item": "q1", "examinee": "e1", "response": 1},\n'
+                    ' {"item": "q2", "examinee": "e1", "response": 0}]\n'),
+    "no_key": ("no-response-key.jsonl", '{"item": "q1", "examinee": "e1", "response": 1}\n'
+               '{"item": "q2", "examinee": "e1"}\n'),
+    "tsv_unnamed": ("unnamed-column.tsv", "examinee\titem\tresponse\t\ne1\tq1\t1\t\n"),
+    "list_cell": ("list-cell.jsonl", '{"item": "q1", "examinee": "e1", "response": [1]}\n'),
+    "dict_cell": ("dict-cell.jsonl", '{"item": "q1", "examinee": {"name": "e1"}, "response": 1}\n'),
+}
+# one bad score among valid ones: value -> what it is (binary tables unless graded)
+BAD_SCORES = {"0_1": "underscore digits", "1e-400": "underflows to 0", "inf": "infinite", "-nan": "NaN text",
+              "-1.0": "negative", "0.5": "a fraction"}
+BAD_GRADED = {"300": "300 among 0-2", "1e12": "1e12", "16777217": "2^24 + 1", "1e300": "1e300", "-inf": "-inf"}
+
+
+def _malformed_tables(root: Path, f: dict) -> None:
+    """Write the malformed tables of :data:`MALFORMED`, one bad score a table, a parquet with a list
+    column, an all-blank examinee for adapt --replay and an almost empty 1200 x 900 table."""
+    import numpy as np
+    import pandas as pd
+
+    rows = f["resp"].read_text().split("\n", 1)[1]
+    tsv = rows.replace(",", "\t")
+    for key, (name, text) in MALFORMED.items():
+        f[key] = root / name
+        body = text.replace("{rows}", rows).replace("{tsv}", tsv)
+        header = "examinee\titem\tresponse\n" if key == "cut_tsv" else (
+            "examinee,item,response\n" if "{rows}" in text else "")
+        f[key].write_text(header + body)
+    for kind, values in (("score", BAD_SCORES), ("graded", BAD_GRADED)):
+        for k, value in enumerate(values):
+            f[f"{kind}{k}"] = root / f"{kind}-{k}.csv"
+            good = rows if kind == "score" else "".join(f"e{j},q{i},{(i + j) % 3}\n" for j in range(20)
+                                                          for i in range(5))
+            f[f"{kind}{k}"].write_text("examinee,item,response\n" + good + f"e99,q1,{value}\n")
+    f["gz_cut"] = root / "cut-short.csv.gz"
+    f["gz_cut"].write_bytes(gzip.compress(("examinee,item,response\n" + rows + "q009,m0\n").encode()))
+    f["graded_skip"] = root / "graded-skips-2-3.csv"
+    f["graded_skip"].write_text("examinee,item,response\n" + "".join(
+        f"e{j},q{i},{(0, 1, 4)[(i + j) % 3]}\n" for j in range(20) for i in range(5)))
+    f["graded_gap"] = root / "graded-item-skips-1.csv"  # q003 scores 0, 2, 3 only: the grm EM diverged
+    scores = {(j, i): (j * 10 + i) % 3 for j in range(30) for i in range(10)}
+    f["graded_gap"].write_text("examinee,item,response\n" + "".join(
+        f"m{j},q{i:03d},{s + (i == 3 and s > 0)}\n" for (j, i), s in scores.items()))
+    frame = pd.read_csv(f["resp"])
+    f["dict_column"] = root / "dict-column.parquet"
+    frame.assign(meta=[{"k": k} for k in range(len(frame))]).to_parquet(f["dict_column"])
+    frame["tags"] = [["sql", "index"] if k % 2 else [] for k in range(len(frame))]
+    f["tags"] = root / "tags.parquet"
+    frame.to_parquet(f["tags"])
+    f["user_page"] = root / "my-page.html"
+    f["user_page"].write_text("<p>mine</p>\n")
+    f["user_table"] = root / "my-data.csv"
+    f["user_table"].write_text("examinee,item,response\n" + rows)
+    f["replay_blank"] = root / "replay-blank.csv"
+    f["replay_blank"].write_text("examinee,item,response\n" + rows + "".join(f"e_blank,q{i},\n" for i in range(8)))
+    rng = np.random.default_rng(0)
+    f["sparse"] = root / "sparse.csv"
+    f["sparse"].write_text("examinee,item,response\n" + "".join(
+        f"e{e},q{i},{rng.integers(2)}\n" for i in range(1200) for e in rng.choice(900, 3, replace=False)))
+
+
 def make_fixtures(root: Path) -> dict[str, str]:
     """Write every fixture under ``root``; returns the placeholder -> path map."""
     from irtexam.cli import main
@@ -90,6 +163,7 @@ def make_fixtures(root: Path) -> dict[str, str]:
     f["truncgz"].write_bytes(data[: len(data) // 2])
     f["fakegz"] = root / "fake.csv.gz"
     f["fakegz"].write_text(f["resp"].read_text())
+    _malformed_tables(root, f)
     f["dir"] = root / "a-directory"
     f["dir"].mkdir(exist_ok=True)
     f["nonempty"] = root / "a-folder-with-notes"
@@ -149,6 +223,10 @@ def make_fixtures(root: Path) -> dict[str, str]:
             if not (out / "meta.json").exists():
                 code = main(["fit", str(resp), "--model", "2pl", "--method", "em", "--out", str(out)])
                 assert code == 0, quiet.getvalue()
+        f["fit3"] = root / "fit-3pl"
+        if not (f["fit3"] / "meta.json").exists():
+            assert main(["fit", str(f["resp1"]), "--model", "3pl", "--method", "em", "--out",
+                         str(f["fit3"])]) == 0, quiet.getvalue()
         f["fit3pl"] = root / "fit3pl"
         if not (f["fit3pl"] / "meta.json").exists():
             assert main(["fit", str(f["resp1"]), "--model", "1pl", "--method", "em", "--out",
@@ -161,6 +239,14 @@ def make_fixtures(root: Path) -> dict[str, str]:
         shutil.copytree(f["fit"], target)
         change(target)
         f[name] = target
+
+    f["info_out"] = root / "info-out"
+    if not (f["info_out"] / "items.csv").exists():
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            assert main(["info", str(f["fit"]), "--draws", "10", "--out", str(f["info_out"])]) == 0, quiet.getvalue()
+    f["nonempty_report"] = root / "a-folder-with-notes.html"  # its _files folder below is a user's
+    (root / "a-folder-with-notes_files").mkdir(exist_ok=True)
+    (root / "a-folder-with-notes_files" / "notes.txt").write_text("my notes\n")
 
     damaged("fit_metajunk", lambda d: (d / "meta.json").write_text("{not json"))
     damaged("fit_metalist", lambda d: (d / "meta.json").write_text("[1, 2, 3]"))
@@ -179,6 +265,17 @@ def make_fixtures(root: Path) -> dict[str, str]:
         (d / "items.csv").write_text("\n".join(lines) + "\n")
 
     damaged("fit_nan", nan_items)
+
+    def same_size_edit(d: Path) -> None:
+        """One digit of one slope changed: the file keeps its byte size (issue 41: a check by size missed it)."""
+        text = (d / "items.csv").read_text()
+        row = text.splitlines()[1]
+        cell = row.split(",")[1]
+        digit = next(k for k, ch in enumerate(cell) if ch.isdigit() and ch != "9")
+        edited = row.replace(cell, cell[:digit] + "9" + cell[digit + 1:], 1)
+        (d / "items.csv").write_text(text.replace(row, edited, 1))
+
+    damaged("fit_sameedit", same_size_edit)
     return {k: str(v) for k, v in f.items()}
 
 
@@ -204,10 +301,32 @@ def cases() -> list[Case]:
     add("fit", "--out is a file", "{resp}", "--out", "{file}")
     add("fit", "--out under a file", "{resp}", "--out", "{underfile}")
     add("fit", "--out is a non-empty non-fit folder", "{resp}", "--out", "{nonempty}")
+    # malformed tables and bad cells (issue 41), for fit and prune
+    malformed = {"cut": "last row cut short", "cut_tsv": "TSV row cut short",
+                 "dup_header": "header names a column twice",
+                 "repeated_header": "header repeated as a row", "unnamed": "unnamed extra column",
+                 "per_row": "a per-row extra column", "meta_changes": "item_ metadata changes within an item",
+                 "blank_facet": "blank facet value", "space_facet": "facet value a space",
+                 "json_array": "a JSON array in .json", "jsonl_array": "a JSON array in .jsonl",
+                 "list_cell": "a list as a response", "dict_cell": "a dict as an examinee id",
+                 "tags": "a list-valued parquet column", "sparse": "1200 x 900 with 3 responses an item",
+                 "no_key": "a JSON Lines record without response", "tsv_unnamed": "unnamed TSV column",
+                 "gz_cut": "gzipped CSV row cut short", "dict_column": "a dict-valued parquet column"}
+    for key, why in malformed.items():
+        add("fit", f"responses: {why}", f"{{{key}}}", "--out", "{tmp}/fit-out")
+    for key in ("cut", "tags", "blank_facet", "sparse"):
+        add("prune", f"responses: {malformed[key]}", f"{{{key}}}", "--out", "{tmp}/prune-out")
+    for k, why in enumerate(BAD_SCORES.values()):
+        add("fit", f"response {why}", f"{{score{k}}}", "--out", "{tmp}/fit-out")
+    add("fit", "graded item skips a score (0, 2, 3)", "{graded_gap}", "--model", "grm", "--out", "{tmp}/fit-out")
+    add("fit", "graded scores skip 2 and 3", "{graded_skip}", "--model", "grm", "--out", "{tmp}/fit-out")
+    for k, why in enumerate(BAD_GRADED.values()):
+        add("fit", f"graded response {why}", f"{{graded{k}}}", "--model", "grm", "--out", "{tmp}/fit-out")
     # info / report
     damaged = {"fit_metajunk": "meta.json not JSON", "fit_metalist": "meta.json a list",
                "fit_nometa": "no meta.json", "fit_itemsrows": "items.csv lost rows",
                "fit_npzjunk": "params.npz junk", "fit_nan": "non-finite item parameter",
+               "fit_sameedit": "items.csv edited by hand, same byte size",
                "missing": "missing folder", "file": "a file as fit folder"}
     for command, out in (("info", "{tmp}/info-out"), ("report", "{tmp}/report.html")):
         for key, why in damaged.items():
@@ -219,6 +338,11 @@ def cases() -> list[Case]:
         add(command, "--exam junk", "{fit}", "--exam", "{exam_junk}", "--out", out)
         add(command, "--exam broken JSON", "{fit}", "--exam", "{exam_badjson}", "--out", out)
         add(command, "--out under a file", "{fit}", "--out", "{underfile}/x")
+    for command, out in (("info", "{tmp}/info-out"), ("report", "{tmp}/report.html")):
+        add(command, "--theta-min and --theta-max at -1e308 and 1e308 (= form)", "{fit}", "--theta-min=-1e308",
+            "--theta-max=1e308", "--out", out)
+        add(command, "--theta-min -1e308 (a separate argument)", "{fit}", "--theta-min", "-1e308", "--out", out)
+        add(command, "--theta-max 1e5", "{fit}", "--theta-max", "1e5", "--out", out)
     add("info", "--exam ids match no item", "{fit}", "--exam", "{exam_other}", "--out", "{tmp}/info-out")
     add("report", "--out is a directory", "{fit}", "--out", "{dir}")
     add("report", "--out .pdf (not html or md)", "{fit}", "--out", "{tmp}/report.pdf")
@@ -230,6 +354,7 @@ def cases() -> list[Case]:
                         ("--heldout", ("1", "-0.5"))):
         for value in values:
             add("prune", f"{opt} {value}", "{resp}", opt, value, "--method", "em", "--out", "{tmp}/prune-out")
+    add("prune", "--theta-range -1e308 1e308", "{resp}", "--theta-range", "-1e308", "1e308", "--out", "{tmp}/prune-out")
     add("prune", "--theta-range reversed", "{resp}", "--theta-range", "2", "-2", "--out", "{tmp}/prune-out")
     add("prune", "--exam junk", "{resp}", "--exam", "{exam_junk}", "--out", "{tmp}/prune-out")
     add("prune", "--out under a file", "{resp}", "--out", "{underfile}")
@@ -245,21 +370,55 @@ def cases() -> list[Case]:
                        ("--randomesque", "0"), ("--draws", "0")):
         add("adapt", f"{opt} {value}", "{fit}", "--replay", "{resp}", "--examinee", "e0", opt, value, "--out",
             "{tmp}/adapt-out")
+    add("adapt", "--replay examinee with blank answers", "{fit}", "--replay", "{replay_blank}", "--examinee",
+        "e_blank", "--out", "{tmp}/adapt-out")
+    add("adapt", "--replay cut short", "{fit}", "--replay", "{cut}", "--examinee", "e0", "--out", "{tmp}/adapt-out")
     add("adapt", "--replay without --examinee", "{fit}", "--replay", "{resp}", "--out", "{tmp}/adapt-out")
     add("adapt", "--examinee not in the table", "{fit}", "--replay", "{resp}", "--examinee", "nobody", "--out",
         "{tmp}/adapt-out")
     add("adapt", "--min-items above --max-items", "{fit}", "--replay", "{resp}", "--examinee", "e0", "--min-items", "9",
         "--max-items", "3", "--out", "{tmp}/adapt-out")
+    # tiny
+    for key, why in (("missing", "missing file"), ("junk", "junk bytes"), ("truncgz", "truncated gzip"),
+                     ("nonutf8", "non-UTF-8 bytes"), ("header", "header-only table")):
+        add("tiny", f"score answers: {why}", "score", "{fit}", f"{{{key}}}", "--out", "{tmp}/tiny.csv")
+        add("tiny", f"validate responses: {why}", "validate", f"{{{key}}}", "--out", "{tmp}/tiny-out")
+    for key, why in damaged.items():
+        add("tiny", f"score fit folder: {why}", "score", f"{{{key}}}", "{resp}", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --prior-sd 0", "score", "{fit}", "{resp}", "--prior-sd", "0", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --weights junk", "score", "{fit}", "{resp}", "--weights", "{junk}", "--out", "{tmp}/tiny.csv")
+    add("tiny", "score --out under a file", "score", "{fit}", "{resp}", "--out", "{underfile}")
+    for opt, value in (("--k", "0"), ("--k", "100000"), ("--rule", "best")):
+        add("tiny", f"select {opt} {value}", "select", "{fit}", opt, value, "--out", "{tmp}/tiny-sel")
+    add("tiny", "select --exam junk", "select", "{fit}", "--k", "3", "--exam", "{exam_junk}", "--out", "{tmp}/tiny-sel")
+    for opt, value in (("--holdout", "0"), ("--holdout", "1"), ("--k", "a,b"), ("--k", "0"), ("--rules", "best"),
+                       ("--splits", "0")):
+        add("tiny", f"validate {opt} {value}", "validate", "{resp}", opt, value, "--out", "{tmp}/tiny-out")
     # link
     for key, why in damaged.items():
         add("link", f"new fit: {why}", f"{{{key}}}", "{fit1}", "--out", "{tmp}/link-out")
+    add("link", "model kinds differ (2PL and 3PL)", "{fit}", "{fit3}", "--out", "{tmp}/link-out")
+    add("link", "model kinds differ (3PL and 2PL)", "{fit3}", "{fit}", "--out", "{tmp}/link-out")
+    add("link", "model kinds differ (2PL and 1PL)", "{fit}", "{fit3pl}", "--out", "{tmp}/link-out")
     add("link", "--draws 0", "{fit}", "{fit1}", "--draws", "0", "--out", "{tmp}/link-out")
     add("link", "--draws -5", "{fit}", "{fit1}", "--draws", "-5", "--out", "{tmp}/link-out")
     add("link", "--out under a file", "{fit}", "{fit1}", "--out", "{underfile}")
+    # a folder irtexam did not write, or another command's, is refused untouched (issue 41)
+    for command, argv in (("info", ("{fit}",)), ("prune", ("{resp}", "--method", "em")), ("link", ("{fit}", "{fit1}")),
+                          ("adapt", ("{fit}", "--replay", "{resp}", "--examinee", "e0")),
+                          ("take", ("{spec_nosystem}",))):
+        add(command, "--out is a non-empty folder irtexam did not write", *argv, "--out", "{nonempty}")
+        if command != "take":
+            add(command, "--out holds another command's output", *argv, "--out", "{fit3pl}")
+    add("fit", "--out holds another command's output", "{resp}", "--out", "{info_out}")
+    add("report", "--out is a user's file", "{fit}", "--out", "{user_page}")
+    add("simulate", "--out is a user's table (no .truth.json)", "--out", "{user_table}")
+    add("report", "--out: its _files folder is a user's folder", "{fit}", "--out", "{nonempty_report}")
     # simulate
     for opt, value in (("--items", "0"), ("--items", "-3"), ("--examinees", "0"), ("--missing", "2"),
                        ("--missing", "1"), ("--missing", "-0.1"), ("--seed", "-1"), ("--facets", "llm=0"),
-                       ("--facets", "llm"), ("--items", "100000000")):
+                       ("--facets", "llm"), ("--facets", "llm=2,llm=3"), ("--facets", "llm=2, llm=2"),
+                       ("--items", "100000000")):
         add("simulate", f"{opt} {value}", opt, value, *(("--examinees", "100000000") if value == "100000000" else ()),
             "--out", "{tmp}/sim.csv")
     add("simulate", "--out under a file", "--out", "{underfile}/sim.csv")

@@ -73,7 +73,7 @@ def test_every_option_with_a_flag_reaches_the_fit(tmp_path, monkeypatch):
               "--heldout", "0.2", "--out", str(tmp_path / "fit")])
     assert {option.name for option in config.OPTIONS if option.cli} <= set(seen)
     assert seen["slope_centre"] == "fixed" and seen["item_prior"] == "none" and seen["heldout"] == 0.2
-    assert seen["model"] == "2pl" and seen["method"] == "em"  # the method as the command resolved it
+    assert seen["model"] == "2pl" and seen["method"] == "auto"  # fit() resolves it as the command did (and notes its rule)
 
 
 def test_slope_centre_flag_reaches_the_fit_folder_and_the_fixed_centre_warns(tmp_path, capsys):

@@ -95,7 +95,8 @@ TWO_DEVICE_SCRIPT = r"""
 import functools, json
 import numpy as np
 import jax
-from irtexam.irt import devices, marginal_em as em, model as mdl
+from irtexam.irt import devices, model as mdl
+from irtexam.irt.marginal import em
 from irtexam.irt.examinee_blocks import response_blocks
 from irtexam.irt.simulate import simulate
 

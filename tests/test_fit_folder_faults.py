@@ -102,20 +102,25 @@ def test_two_fits_on_one_folder_end_in_one_complete_fit(setup, tmp_path):
 
 def test_multi_file_outputs_are_replaced_whole_or_not_at_all(tmp_path):
     """info/prune/link/adapt write through paths.atomic_output_dir: a finished run replaces the earlier
-    folder whole (its extra files gone), an interrupted one leaves the earlier folder untouched."""
+    run's own files whole (its extra files gone) and keeps what a user put beside them; an interrupted
+    one leaves the earlier folder untouched (issue 41)."""
     from irtexam.paths import atomic_output_dir, relocate
 
     out = tmp_path / "info"
-    out.mkdir()
-    (out / "facets.csv").write_text("earlier run\n")
+    with atomic_output_dir(out, "info") as staging:
+        (staging / "facets.csv").write_text("earlier run\n")
+    (out / "thesis.tex").write_text("precious\n")
+    (out / "analysis").mkdir()
+    (out / "analysis" / "notes.md").write_text("mine\n")
     with pytest.raises(KeyboardInterrupt):
-        with atomic_output_dir(out) as staging:
+        with atomic_output_dir(out, "info") as staging:
             (staging / "items.csv").write_text("half\n")
             raise KeyboardInterrupt
-    assert sorted(p.name for p in out.iterdir()) == ["facets.csv"]
-    with atomic_output_dir(out) as staging:
+    assert sorted(p.name for p in out.iterdir()) == [".irtexam-out.json", "analysis", "facets.csv", "thesis.tex"]
+    with atomic_output_dir(out, "info") as staging:
         (staging / "items.csv").write_text("new\n")
         written = relocate({"items": str(staging / "items.csv"), "n": 3}, staging, out)
-    assert sorted(p.name for p in out.iterdir()) == ["items.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [".irtexam-out.json", "analysis", "items.csv", "thesis.tex"]
+    assert (out / "thesis.tex").read_text() == "precious\n" and (out / "analysis" / "notes.md").read_text() == "mine\n"
     assert written == {"items": str(out / "items.csv"), "n": 3}
-    assert [p.name for p in tmp_path.iterdir() if p.name != "info"] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name != "info" and not p.name.endswith(".lock")] == []

@@ -87,6 +87,27 @@ def test_posterior_band_contains_point_and_narrows_without_spread():
     np.testing.assert_allclose(exact["high"] - exact["low"], 0, atol=1e-6)
 
 
+def test_a_band_around_the_estimate_contains_it_where_many_skewed_items_move_the_draws_centre():
+    """Issue 42: the information of thousands of items, each a skewed function of its item's draws, has draws
+    whose whole 90% interval misses the plug-in curve; placed around the estimate (band_around) the band keeps
+    the draws' width and contains the fit's own curve."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    a, b = np.exp(rng.normal(0, 0.35, n)), rng.normal(0, 1, n)
+    grid = np.linspace(-2, 2, 5)
+    a_draws = a * np.exp(0.2 * rng.standard_normal((200, n)))   # log-normal draws: E[a^2] > a^2
+    b_draws = b + 0.3 * rng.standard_normal((200, n))
+    plain = inf.information_band(grid, a_draws, b_draws)
+    point = np.asarray(inf.exam_information(grid, a, b))
+    assert not ((plain["low"] <= point) & (point <= plain["high"])).all()   # the draws' own interval misses it
+    band = inf.information_band(grid, a_draws, b_draws, estimate=(a, b, None))
+    np.testing.assert_allclose(band["estimate"], point, rtol=1e-5)
+    assert ((band["low"] < point) & (point < band["high"])).all()
+    np.testing.assert_allclose(band["high"] - band["low"], plain["high"] - plain["low"], rtol=1e-6)
+    low, high = inf.band_around(np.array([1.0]), np.array([[0.0], [1.0], [2.0], [3.0], [10.0]]), prob=0.5)
+    assert (low[0], high[0]) == (0.0, 2.0)   # median 2, quartiles 1 and 3: 1 - (2 - 1), 1 + (3 - 2)
+
+
 def test_summary_with_examinee_crosses_and_mean_information():
     items = pd.DataFrame({"a": [1.0, 2.0], "b": [0.0, 0.5], "c": [0.2, 0.2]}, index=["x", "y"])
     s = inf.exam_information_summary(items, np.linspace(-1, 1, 3), abilities={"m1": 0.3})

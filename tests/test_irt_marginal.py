@@ -16,11 +16,11 @@ import irtexam
 from irtexam.errors import IrtexamError
 from irtexam.irt import kinds
 from irtexam.irt import examinee_blocks as eb
-from irtexam.irt import marginal as mg
-from irtexam.irt import marginal_em as em
-from irtexam.irt import marginal_fit as mf
-from irtexam.irt import marginal_guessing
-from irtexam.irt import marginal_information as mi
+from irtexam.irt.marginal import steps as mg
+from irtexam.irt.marginal import em
+from irtexam.irt.marginal import fit as mf
+from irtexam.irt.marginal import guessing as marginal_guessing
+from irtexam.irt.marginal import information as mi
 from irtexam.irt import model as mdl
 from irtexam.irt.simulate import simulate
 from irtexam.responses import ResponseMatrix
@@ -163,6 +163,60 @@ def test_observed_and_crossproduct_information_agree():
     ratio = np.sqrt(np.diag(cross.covariance) / np.diag(exact.covariance))
     assert 0.8 < np.median(ratio) < 1.2
     assert np.abs(exact.X - cross.X).max() < 5e-3  # EM to tol without polish vs polished: same mode
+
+
+def test_louis_low_rank_information_agrees_with_the_exact_one_where_examinees_answer_many_items(monkeypatch):
+    """Issue 42: above the exact information's budget, with fewer examinees than parameters, the information is
+    each item's complete-data block minus the missing information to second order (LowRankCovariance, sign -1).
+    Where both can be computed (250 items x 120 examinees: narrow posteriors) its standard errors equal the exact
+    Louis information's; the score cross-product, singular here, gave standard errors several times too wide."""
+    responses, _ = simulate(250, 120, model="2pl", seed=6)
+    y, mask = np.where(responses.observed, responses.values, 0.0), responses.observed
+    spec = mdl.ModelSpec(kind="2pl", item_prior="hierarchical", learn_a_centre=True, log_a_scale=1.0)
+    exact = em.em_estimate(spec, y, mask)
+    assert exact.information == "observed"
+    monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 0.0)
+    low = em.em_estimate(spec, y, mask, start=exact.X)
+    assert low.information == "louis-low-rank" and isinstance(low.covariance, em.LowRankCovariance)
+    ratio = np.sqrt(em.variances(low) / np.diag(exact.covariance))
+    assert 0.97 < np.median(ratio) < 1.03 and ratio.min() > 0.85 and ratio.max() < 1.15
+    monkeypatch.setattr(em, "LOUIS_EXAMINEE_RATIO", 0)
+    cross = em.em_estimate(spec, y, mask, start=exact.X)
+    assert cross.information == "crossprod" and np.median(np.sqrt(em.variances(cross) / np.diag(exact.covariance))) > 2
+
+
+def test_low_rank_louis_covariance_is_the_dense_inverse_and_samples_it():
+    """Q = B - V'V by Woodbury (sign -1): its diagonal and its draws are those of the dense inverse."""
+    from irtexam.irt.marginal.em import LowRankCovariance
+    rng = np.random.default_rng(2)
+    n_items, p, rank = 30, 2, 12
+    root = rng.normal(size=(n_items, p, p))
+    blocks = root @ np.swapaxes(root, 1, 2) + 3.0 * np.eye(p)
+    rows = 0.1 * rng.normal(size=(rank, n_items * p))
+    dense = -rows.T @ rows
+    for i in range(n_items):
+        dense[i * p:(i + 1) * p, i * p:(i + 1) * p] += blocks[i]
+    assert np.linalg.eigvalsh(dense).min() > 0
+    covariance = np.linalg.inv(dense)
+    low = LowRankCovariance.from_parts(blocks, rows, sign=-1)
+    np.testing.assert_allclose(low.diagonal(), np.diag(covariance), rtol=1e-10)
+    draws = low.sample(100_000, np.random.default_rng(3))
+    assert np.abs(np.cov(draws.T) - covariance).max() < 0.02 * np.abs(covariance).max()
+
+
+def test_the_grid_is_refined_where_posteriors_are_narrower_than_its_spacing():
+    """Issue 42: 61 nodes 0.2 apart cannot integrate posteriors of sd 0.05 (the rectangle rule's error is
+    about 2 exp(-2 pi^2 sd^2 / h^2)): refined_nodes asks for a spacing at the posteriors' sd, and keeps the grid
+    where it already resolves them."""
+    nodes = mg.quadrature()
+    narrow = np.exp(-0.5 * ((nodes[None, :] - np.array([[0.0], [0.5]])) / 0.05) ** 2)
+    narrow /= narrow.sum(axis=1, keepdims=True)   # on the coarse grid: all the mass on one node, sd ~0
+    assert 241 < mf.refined_nodes(narrow, nodes) <= mf.MAX_NODES   # spacing below 0.05
+    wide = np.exp(-0.5 * ((nodes[None, :] - 0.3) / 0.4) ** 2)
+    assert mf.refined_nodes(wide / wide.sum(), nodes) == len(nodes)
+    fine = mg.quadrature(241)                     # spacing 0.05 = the sd: kept
+    resolved = np.exp(-0.5 * ((fine[None, :] - 0.2) / 0.05) ** 2)
+    assert mf.refined_nodes(resolved / resolved.sum(), fine) == 241
 
 
 def test_em_mode_has_zero_gradient():
@@ -447,7 +501,7 @@ def test_blocks_of_examinees_give_the_one_block_results():
 
 def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
     """Many items (over DENSE_COVARIANCE_PARAMETERS): Q^-1 with Q = B + S'S by Woodbury, never dense."""
-    from irtexam.irt.marginal_em import LowRankCovariance
+    from irtexam.irt.marginal.em import LowRankCovariance
     rng = np.random.default_rng(0)
     n_items, p, n_examinees = 40, 3, 25
     root = rng.normal(size=(n_items, p, p))
@@ -467,7 +521,7 @@ def test_low_rank_covariance_equals_the_dense_inverse_and_samples_it():
 def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
     import warnings
 
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     responses, _ = irtexam.simulate(60, 300, model="2pl", seed=4)
     monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)   # the crossprod information, as for large exams
     with warnings.catch_warnings():
@@ -478,6 +532,23 @@ def test_a_fit_with_many_items_uses_the_low_rank_covariance(monkeypatch):
     assert np.array_equal(dense.items["a"], low.items["a"])
     ratio = low.items["a_sd"] / dense.items["a_sd"]
     assert abs(np.median(ratio) - 1) < 0.03 and ratio.between(0.85, 1.15).all()
+
+
+def test_many_items_in_many_blocks_of_examinees_fit_with_the_low_rank_covariance(monkeypatch):
+    """Issue 42: every fit with more than DENSE_COVARIANCE_PARAMETERS free item parameters and more than one block
+    of examinees ended in ZeroDivisionError in over_blocks (the rows of the population scores, (n_blocks, B, 0),
+    reshaped with -1). Both thresholds lowered so that a small fit takes that path: it runs, and its intervals
+    equal those of the one-block fit."""
+    from irtexam.irt.marginal import em
+    responses, _ = irtexam.simulate(40, 120, model="2pl", seed=5)
+    monkeypatch.setattr(em, "EXACT_HESSIAN_BUDGET", 1)
+    monkeypatch.setattr(em, "DENSE_COVARIANCE_PARAMETERS", 10)
+    one = quiet_fit(responses, model="2pl", method="em", draws=2000, seed=1)
+    monkeypatch.setattr(eb, "BLOCK_CELLS", 40 * 16)   # 16 examinees a block: 8 blocks, the last one padded
+    assert eb.response_blocks(np.zeros((40, 120)), np.ones((40, 120), bool), np.zeros(120, np.int32))[0].shape[0] == 8
+    many = quiet_fit(responses, model="2pl", method="em", draws=2000, seed=1)
+    np.testing.assert_allclose(many.items["a"], one.items["a"], rtol=1e-6)
+    np.testing.assert_allclose(many.items["a_sd"], one.items["a_sd"], rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- guessing the exam cannot inform
@@ -553,7 +624,7 @@ def test_guessing_complete_data_share_is_the_expected_information_by_finite_diff
     1 - tau [(J + T)^{-1}]_cc with the prior's precisions T by hand (log a: 1, d: 1 / 4, logit c: 20 c (1 - c))."""
     from types import SimpleNamespace
 
-    from irtexam.irt.marginal import Layout, quadrature
+    from irtexam.irt.marginal.steps import Layout, quadrature
     rng = np.random.default_rng(4)
     nodes = quadrature()
     X = np.array([[0.2, -0.5, -1.2], [-0.3, 1.0, -0.8]])

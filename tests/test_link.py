@@ -202,11 +202,11 @@ def test_anchor_linking_error_zero_without_noise_and_grows_with_drift():
 
 def test_fixed_anchor_em_learns_the_item_prior_centre():
     """The marginal EM (which fixed-anchor linking runs) learns the hierarchical prior's centre of d with the items:
-    each EM cycle sets it to the closed-form empirical-Bayes centre (irtexam.irt.marginal.update_centres), so at
+    each EM cycle sets it to the closed-form empirical-Bayes centre (irtexam.irt.marginal.steps.update_centres), so at
     convergence it is the stationary point mu_d = sum_i d_i / (n + 1) of sum_i log N(d_i | mu_d, s^2) + log N(mu_d
     | 0, s^2) (hand formula). On a hard exam the centre sits far below the fixed prior's 0, and the fixed prior
     has no centre."""
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     from irtexam.irt import model as mdl
 
     rng = np.random.default_rng(4)
@@ -227,7 +227,7 @@ def test_learned_slope_centre_follows_the_group_spread():
     (I / s^2 + 1) with s = log_a_scale (hand formula). A group
     spread 1.5 times wider than the N(0, 1) the fit assumes has slopes 1.5 times larger on the fit's scale: the
     learned centre finds them (within 0.1 of the mean true log a*), where a fixed centre pulls every slope to a = 1."""
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     from irtexam.irt import model as mdl
     from irtexam.irt.fit import MARGINAL_LOG_A_SCALE
 
@@ -285,12 +285,12 @@ def test_fixed_item_calibration_with_learned_centres_converges():
 
 def test_learned_guessing_centre_is_not_pulled_towards_one_half():
     """3PL, guessing off the prior's centre (c ~ U(0.05, 0.30), mean 0.17, under Beta centred on 1/4): the
-    empirical-Bayes centre (closed form, irtexam.irt.marginal.update_centres) finds the guessing level; the joint
+    empirical-Bayes centre (closed form, irtexam.irt.marginal.steps.update_centres) finds the guessing level; the joint
     mode's update, d/dmu_c sum_i log Beta(c_i | m) = 0 with each weakly identified c_i at the prior's own mode,
     drifted towards 1/2 (the logit-Beta's peak is highest there): mean error of the mean c over these three exams
     -0.012 (closed form: -0.006, -0.006, -0.022), +0.002 (the Laplace step it replaced), +0.024 (the joint mode's
     update), +0.050 (the fixed centre 1/4)."""
-    from irtexam.irt import marginal_em as em
+    from irtexam.irt.marginal import em
     from irtexam.irt import model as mdl
 
     errors = {"hierarchical": [], "fixed": []}

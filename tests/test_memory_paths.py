@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from irtexam.irt import design as design_module
-from irtexam.irt import marginal_fit as mf
+from irtexam.irt.marginal import fit as mf
 from irtexam.irt import model as mdl
 from irtexam.irt import stats
 from irtexam.irt.fit import default_draws

@@ -128,12 +128,29 @@ def information_draws(theta, a_draws, b_draws, c_draws=None, items=None,
     return fn(a_draws, b_draws, c_draws)
 
 
+def band_around(estimate: np.ndarray, draws: np.ndarray, prob: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """A central ``prob`` interval of a curve placed around the fit's own estimate: the draws' spread below and
+    above their median, added to ``estimate`` (T,), from ``draws`` (S, T):
+
+        low = estimate - (median - q_(1-prob)/2),   high = estimate + (q_(1+prob)/2 - median).
+
+    Exam information sums thousands of items' information, each a skewed function of its item's draws, so the
+    draws' centre drifts from the plug-in curve by more than their spread (issue 42: 2PL 3,000 items x 250, mean
+    item information at theta 0: the fit's 0.214, the draws' 90% interval [0.221, 0.226]); placed around the
+    estimate the band has the draws' width and contains the fit's own curve."""
+    q = (1.0 - prob) / 2.0
+    median = np.quantile(draws, 0.5, axis=0)
+    return (estimate - (median - np.quantile(draws, q, axis=0)),
+            estimate + (np.quantile(draws, 1.0 - q, axis=0) - median))
+
+
 def information_band(theta, a_draws, b_draws, c_draws=None, items=None, reduce: str = "mean",
-                     prob: float = 0.9) -> pd.DataFrame:
+                     prob: float = 0.9, estimate=None) -> pd.DataFrame:
     """Posterior mean and central ``prob`` interval of exam information on a theta grid.
 
-    Returns a DataFrame with columns theta, mean, low, high (quantiles
-    (1-prob)/2 and (1+prob)/2 over the draws).
+    Returns a DataFrame with columns theta, mean, low, high (quantiles (1-prob)/2 and (1+prob)/2 over the
+    draws). ``estimate``: the fit's point estimates (a, b, c) (c may be None); then a column ``estimate`` holds
+    their information curve and the interval is the draws' spread placed around it (:func:`band_around`).
     """
     draws = np.asarray(information_draws(theta, a_draws, b_draws, c_draws, items, reduce))
     q = (1.0 - prob) / 2.0
@@ -143,6 +160,10 @@ def information_band(theta, a_draws, b_draws, c_draws=None, items=None, reduce: 
         "low": np.quantile(draws, q, axis=0),
         "high": np.quantile(draws, 1.0 - q, axis=0),
     })
+    if estimate is not None:
+        point = np.asarray(exam_information(jnp.asarray(theta), *estimate, items=items, reduce=reduce), dtype=float)
+        band["estimate"] = point
+        band["low"], band["high"] = band_around(point, draws, prob)
     band.attrs.update(reduce=reduce, prob=prob)  # read by plotting.plot_information_band for its labels
     return band
 

@@ -443,9 +443,13 @@ def prune(responses, model: str = "3pl", drop: float = 0.1, steps: int = 3, by: 
                 from ..irt.result import load_fit
 
                 try:
-                    return load_fit(folder)  # a round finished before an interruption
+                    done = load_fit(folder)  # a round finished before an interruption
                 except IrtexamError:
                     pass  # damaged: fit again
+                else:  # its warnings count as if the round had run now (a resumed prune counted fewer)
+                    for message in done.warnings:
+                        caught.setdefault(str(message), []).append(step)
+                    return done
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             out = fit_fn(rm, model=model, seed=seed + step, heldout=heldout, init=init, **extra)

@@ -140,8 +140,9 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
     else:
         # the same joint posterior draws as every interval of the fit
         per_draw = result.information_array(grid, draws=n_draws, seed=seed).mean(axis=-1)       # (S, T)
-        band = pd.DataFrame({"theta": grid, "mean": per_draw.mean(axis=0),
-                             "low": np.quantile(per_draw, 0.05, axis=0), "high": np.quantile(per_draw, 0.95, axis=0)})
+        low, high = inf.band_around(total / n_items, per_draw, 0.9)   # around the fit's own curve
+        band = pd.DataFrame({"theta": grid, "mean": per_draw.mean(axis=0), "estimate": total / n_items,
+                             "low": low, "high": high})
         curve["mean_information_low"] = band["low"].to_numpy()
         curve["mean_information_high"] = band["high"].to_numpy()
 

@@ -56,6 +56,7 @@ __all__ = ["AdaptResult", "adapt", "run_cat", "compose", "check_options", "misfi
            "item_clusters", "anchor_order", "item_strata", "stratified_order", "choose_item"]
 
 MISFIT_MIN_EXAMINEES = 10
+MISFIT_MIN_ANSWERED = 0.9   # calibration examinees replayed by the misfit curve: those with >= 90% of the items
 
 
 def misfit_key(selection: str | Selector, max_items: int, estimator: str | Estimator, randomesque: int,
@@ -70,12 +71,13 @@ def misfit_curve(bank: ItemBank, selection: str | Selector, max_items: int, *, e
                  ) -> np.ndarray | None:
     """Variance of the model-misfit error of the predicted accuracy after k = 0..max_items items, (max_items + 1,).
 
-    The same procedure (selection, estimator) is replayed on the calibration examinees with complete
-    answers (up to ``max_examinees``; the bank's point estimates), and at each k the mean squared error of
-    the predicted whole-exam accuracy against their actual accuracy, minus the mean predictive variance,
-    is the variance that the IRT model does not explain (an examinee's total score off the test
-    characteristic curve: multidimensionality, misfit of the selected items). None when the bank has no
-    calibration responses or fewer than 10 complete examinees. A property of the procedure, not of one
+    The same procedure (selection, estimator) is replayed on the calibration examinees who answered at least
+    90% of the items (up to ``max_examinees``; the bank's point estimates; an item they did not answer is
+    skipped as in a live run), and at each k the mean squared error of the predicted whole-exam accuracy
+    against their actual accuracy (on the items they answered), minus the mean predictive variance, is the
+    variance that the IRT model does not explain (an examinee's total score off the test characteristic
+    curve: multidimensionality, misfit of the selected items). None when the bank has no calibration
+    responses or fewer than 10 such examinees (the summary's ``misfit_sd`` is then None). A property of the procedure, not of one
     run: the replays use seeds 1, 2, ... whatever the run's seed. Cached on the bank.
     """
     key = ("misfit",) + misfit_key(selection, max_items, estimator, randomesque, levels)
@@ -84,7 +86,7 @@ def misfit_curve(bank: ItemBank, selection: str | Selector, max_items: int, *, e
     curve = None
     y = bank.calibration
     if y is not None:
-        complete = np.flatnonzero(~np.isnan(y).any(axis=0))
+        complete = np.flatnonzero(np.isnan(y).mean(axis=0) <= 1.0 - MISFIT_MIN_ANSWERED)
         if complete.size > max_examinees:
             complete = np.sort(np.random.default_rng(0).choice(complete, max_examinees, replace=False))
         if complete.size >= MISFIT_MIN_EXAMINEES:
@@ -95,8 +97,8 @@ def misfit_curve(bank: ItemBank, selection: str | Selector, max_items: int, *, e
             var = np.zeros(steps + 1)
             before = predicted_accuracy(make_state(point), n_samples=10)   # k = 0: the same for every examinee
             for e in complete:
-                answers = dict(zip(bank.ids, y[:, e]))
-                actual = float(np.mean(y[:, e]))
+                answers = {item: v for item, v in zip(bank.ids, y[:, e]) if not np.isnan(v)}   # missing: skipped
+                actual = float(np.nanmean(y[:, e]))
                 t = run_cat(point, answers.get, se_target=1e-12, max_items=steps, min_items=0, seed=1 + int(e),
                             selection=selection, randomesque=randomesque, levels=levels, estimator=estimator,
                             misfit=False).trajectory
@@ -119,11 +121,12 @@ class AdaptResult:
     summary: dict[str, Any]
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write trajectory.csv and summary.json into ``directory`` (replaced whole: never a mix of two runs)."""
+        """Write trajectory.csv and summary.json into ``directory`` (an earlier run's files replaced whole, never
+        a mix of two runs; entries irtexam did not write are kept: :mod:`irtexam.outdirs`)."""
         from ..paths import atomic_output_dir
 
         out = Path(directory)
-        with atomic_output_dir(out) as staging:
+        with atomic_output_dir(out, "adapt") as staging:
             self.trajectory.to_csv(staging / "trajectory.csv", index=False)
             (staging / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
         return {"trajectory": str(out / "trajectory.csv"), "summary": str(out / "summary.json")}
@@ -242,7 +245,11 @@ def replay_answers(responses: Any, examinee: str) -> tuple[dict[str, float], str
         raise IrtexamError(f"{source}: no examinee '{examinee}'; pick one of {', '.join(responses.examinees[:5])}"
                            + (" ..." if responses.n_examinees > 5 else ""))
     column = responses.values[:, responses.examinees.index(str(examinee))]
-    return {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}, source
+    answers = {item: float(v) for item, v in zip(responses.items, column) if not np.isnan(v)}
+    if not answers:
+        raise IrtexamError(f"{source}: examinee '{examinee}' has no answers (its {responses.n_items} responses "
+                           f"are all blank); pick an examinee with recorded answers")
+    return answers, source
 
 
 def item_levels(exam: str | Path | Sequence[Any], category: str = "bloom") -> dict[str, str]:
@@ -324,6 +331,10 @@ def adapt(fit: Any, *, replay: Any = None, examinee: str | None = None, exam: st
                                "--pipeline LLM|RETRIEVER|iclK")
         from .live import live_answerer
 
+        if out is not None:  # the live answers are logged in OUT/take: the folder is adapt's from now on
+            from ..outdirs import claim
+
+            claim(Path(out), "adapt")
         answerer = live_answerer(exam, spec, pipeline, out_dir=Path(out or ".") / "take", progress=progress)
         check_exam_ids(bank, answerer.item_ids, str(exam), bank.source)
         try:

@@ -128,12 +128,12 @@ class LinkResult:
     drift: pd.DataFrame
 
     def save(self, directory: str | Path) -> dict[str, str]:
-        """Write transform.json, items.csv and drift.csv into ``directory`` (replaced whole: never a mix of
-        two runs)."""
+        """Write transform.json, items.csv and drift.csv into ``directory`` (an earlier link's files replaced
+        whole, never a mix of two runs; entries irtexam did not write are kept: :mod:`irtexam.outdirs`)."""
         from ..paths import atomic_output_dir
 
         out = Path(directory)
-        with atomic_output_dir(out) as staging:
+        with atomic_output_dir(out, "link") as staging:
             (staging / "transform.json").write_text(json.dumps(self.transform, indent=2))
             self.items.to_csv(staging / "items.csv")
             self.drift.to_csv(staging / "drift.csv", index=False)
@@ -463,6 +463,10 @@ def link(new: Any, old: Any, method: str = "stocking-lord", *, anchors: Sequence
     for fit, name in ((new_fit, new_name), (old_fit, old_name)):
         if kinds.from_table(fit.items).graded:
             raise IrtexamError(f"{name}: linking supports binary items (1PL/2PL/3PL); this fit is graded")
+    if new_fit.spec.kind != old_fit.spec.kind:  # a 3PL's c takes up what a 2PL puts into a and b
+        raise IrtexamError(f"{new_name} is a {new_fit.spec.kind.upper()} fit but {old_name} a "
+                           f"{old_fit.spec.kind.upper()} fit: A and B would mix the models with the scales; "
+                           "refit both with the same --model")
     common = common_items(new_fit, old_fit, anchors, new_name, old_name)
     mismatch = prior_mismatch(new_fit.spec, old_fit.spec)
     if mismatch:

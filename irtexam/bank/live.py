@@ -40,7 +40,8 @@ class LiveAnswerer:
 
     def _prepare(self) -> None:
         from ..exam.schema import read_exam
-        from ..pipelines.take import AnswerLog, Pipeline, config_hash, file_sha256, read_log
+        from ..paths import file_sha256
+        from ..pipelines.take import AnswerLog, Pipeline, config_hash, read_log
         from ..retrieval.base import corpus_fingerprint, load_passages
         from ..retrieval.registry import build_retriever
 

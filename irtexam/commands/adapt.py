@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="content balancing across the exam's Bloom levels or question words (needs --exam)")
     p.add_argument("--estimator", default="eap", choices=("eap", "map"), help="ability estimate (default eap)")
     p.add_argument("--draws", type=POSITIVE_INT, default=100,
-                   help="posterior draws of the item parameters integrated (0: point estimates)")
+                   help="posterior draws of the item parameters integrated (default 100; at least 1)")
     p.add_argument("--no-misfit", dest="misfit", action="store_false",
                    help="leave the model-misfit term (estimated by replaying the calibration examinees) out of the "
                         "accuracy interval")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..paths import check_output_dir
 
     if args.out:
-        check_output_dir(args.out, inputs=[args.fitdir])
+        check_output_dir(args.out, inputs=[args.fitdir], command="adapt")
     res = adapt(args.fitdir, replay=args.replay, examinee=args.examinee, exam=args.exam, spec=args.spec,
                 pipeline=args.pipeline, se_target=args.se_target, max_items=args.max_items,
                 min_items=args.min_items, seed=args.seed, selection=args.selection, randomesque=args.randomesque,

@@ -87,7 +87,7 @@ FIT_BYTES_PER_CELL = {"em": 24, "map": 250, "nuts": 250}
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
     from ..warning_types import IrtexamWarning
-    from ..irt.fit import fit, resolve_facets, resolve_method
+    from ..irt.fit import auto_note, fit, items_per_examinee, marginal_only_options, resolve_facets, resolve_method
     from ..irt.kinds import get_kind
     from ..responses import ResponseMatrix
 
@@ -97,28 +97,32 @@ def run(args: argparse.Namespace) -> int:
     from ..memory import large_blocks_from_mmap
     large_blocks_from_mmap()  # freed temporaries of a large fit go back to the system (irtexam.memory)
     responses = ResponseMatrix.read(args.responses, graded=get_kind(args.model).graded)
-    from ..paths import check_memory
+    from ..paths import check_density, check_memory
 
     notes: list[str] = []
     facets = list(resolve_facets(responses, args.facets, notes)) or None  # unknown facets fail before any work
     for note in notes:
         print(f"note: {note}")
-    method = resolve_method(args.method, facets, responses.n_items)
+    given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
+    method = resolve_method(args.method, facets, responses.n_items,
+                            items_per_examinee(responses.observed) if args.method == "auto" else None,
+                            marginal_only_options(given), responses.n_items * responses.n_examinees)
     # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
-    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4,
-                 f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees")
+    size = f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees"
+    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4, size)
+    check_density(responses.values, size)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)
-    elif args.method == "auto" and method == "em":
-        print("method: marginal EM (auto: no facets; --method map forces the joint mode)", flush=True)
+    elif auto_note(args.method, method, facets, responses.observed):
+        name = "joint mode (MAP)" if method == "map" else "marginal EM"
+        print(f"method: {name} ({auto_note(args.method, method, facets, responses.observed)})", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once
         # every option the parser has a flag for (irtexam.config.OPTIONS, cli=True), so a new row cannot be
-        # parsed and dropped; the method as resolved above
-        given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
-        result = fit(responses, facets=facets, **{**given, "method": method}, progress=method == "nuts")
+        # parsed and dropped; fit() resolves "auto" as above (and then notes its rule in meta.json)
+        result = fit(responses, facets=facets, **{**given, "method": args.method}, progress=method in ("nuts", "map"))
     out = result.save(args.out)
     print(format_summary(result))
     for message in result.warnings:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..options import FINITE_FLOAT, POSITIVE_INT, SEED
+from ..options import POSITIVE_INT, SEED, THETA
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``info`` and ``report``."""
     p.add_argument("--exam", help="exam JSONL (question text for Bloom / question-word categories)")
     p.add_argument("--keywords", help="YAML/JSON keyword table category -> keywords, replacing Bloom's")
-    p.add_argument("--theta-min", type=FINITE_FLOAT, default=-4.0, help="theta grid lower end (default -4)")
-    p.add_argument("--theta-max", type=FINITE_FLOAT, default=4.0, help="theta grid upper end (default 4)")
+    p.add_argument("--theta-min", type=THETA, default=-4.0, help="theta grid lower end (default -4)")
+    p.add_argument("--theta-max", type=THETA, default=4.0, help="theta grid upper end (default 4)")
     p.add_argument("--draws", type=POSITIVE_INT, default=200, help="posterior draws for bands and PPC (default 200)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the posterior predictive replicates")
 
@@ -84,8 +84,8 @@ def run(args) -> int:
 
     from ..paths import atomic_output_dir, relocate
 
-    check_output_dir(args.out, inputs=[args.fitdir])
-    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+    check_output_dir(args.out, inputs=[args.fitdir], command="info")  # a user's folder is refused, not replaced
+    with atomic_output_dir(args.out, "info") as staging:  # the folder is one complete run, never a mix
         manifest = relocate(analyze(args, staging), staging, Path(args.out))
     s = manifest["summary"]
     fs = s.get("fit_stats") or {}  # the fit's own RMSE numbers (one definition of the baseline)

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..bank.link import link
     from ..paths import check_output_dir
 
-    check_output_dir(args.out, inputs=[args.newfit, args.oldfit])
+    check_output_dir(args.out, inputs=[args.newfit, args.oldfit], command="link")
     res = link(args.newfit, args.oldfit, args.method, anchors=split_list(args.anchors) or None, draws=args.draws,
                seed=args.seed, drop_drift=args.drop_drift, out=args.out)
     t = res.transform

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import FINITE_FLOAT, HELDOUT, POSITIVE_INT, PROBABILITY_OPEN, SEED
+from ..options import HELDOUT, POSITIVE_INT, PROBABILITY_OPEN, SEED, THETA
 
 
 def register(subparsers) -> None:
@@ -18,7 +18,7 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=POSITIVE_INT, default=3, help="number of drop rounds (default 3)")
     p.add_argument("--by", default="discrimination", choices=("discrimination", "information"),
                    help="drop lowest a, or lowest mean information over --theta-range")
-    p.add_argument("--theta-range", type=FINITE_FLOAT, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
+    p.add_argument("--theta-range", type=THETA, nargs=2, default=(-2.0, 2.0), metavar=("LOW", "HIGH"),
                    help="theta range for information (default -2 2)")
     p.add_argument("--min-items", type=POSITIVE_INT, default=5, help="never prune below this many items")
     p.add_argument("--method", default="auto", choices=("auto", "em", "map", "nuts"),
@@ -49,14 +49,18 @@ def run(args) -> int:
     from ..irt.fit import resolve_facets
 
     from ..options import check_order
+    from ..outdirs import hidden_sibling
     from ..paths import check_output_dir
 
     check_order(args.theta_range[0], args.theta_range[1], "--theta-range LOW", "HIGH")
-    check_output_dir(args.out, inputs=[args.responses, args.exam])
+    check_output_dir(args.out, inputs=[args.responses, args.exam], command="prune")
     from ..exam.schema import read_exam, write_exam
 
     exam = read_exam(args.exam) if args.exam else None  # a bad exam fails now, not after the fits
     rm = ResponseMatrix.read(args.responses)
+    from ..paths import check_density
+
+    check_density(rm.values, f"{args.responses}: {rm.n_items} items x {rm.n_examinees} examinees")
     notes: list[str] = []
     facets = list(resolve_facets(rm, args.facets, notes)) or None
     for note in notes:
@@ -65,7 +69,7 @@ def run(args) -> int:
     # each round's fit is kept beside --out until the whole prune is written: a re-run after an
     # interruption loads the finished rounds instead of fitting them again
     out = Path(args.out).resolve()
-    checkpoint = out.parent / f".{out.name}.prune-rounds"
+    checkpoint = hidden_sibling(out, "prune-rounds")
     res = prune(rm, model=args.model, drop=args.drop, steps=args.steps, by=args.by,
                 theta_range=tuple(args.theta_range), min_items=args.min_items, method=args.method,
                 seed=args.seed, heldout=args.heldout, fit_kwargs=fit_kwargs, scale=args.scale,
@@ -74,7 +78,7 @@ def run(args) -> int:
     from ..paths import atomic_output_dir, relocate
 
     missing: set = set()
-    with atomic_output_dir(args.out) as staging:  # the folder is one complete run, never a mix
+    with atomic_output_dir(args.out, "prune") as staging:  # the folder is one complete run, never a mix
         paths = relocate(res.save(staging, response_name=f"responses_pruned{suffix}"), staging, Path(args.out))
         if args.exam:
             kept = set(res.kept_items)

@@ -29,13 +29,19 @@ def run(args) -> int:
     from ..analysis.report import render_html, render_markdown
     from .info import analyze
 
-    from ..paths import check_output_file
+    from ..paths import atomic_output_dir, check_output_dir, check_output_file, relocate
 
     out = Path(args.out)
     check_output_file(out, inputs=[args.fitdir], formats=[args.format] if args.format else ["html", "md"])
     fmt = args.format or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     files = out.with_name(out.stem + "_files")
-    manifest = analyze(args, files)
+    from ..outdirs import check_own_file
+
+    check_own_file(out, "report", files)  # a user's page of that name stays
+    # the tables and figures folder beside the report: a user's folder of that name is refused, not filled
+    check_output_dir(files, "--out (its _files folder)", inputs=[args.fitdir], command="report")
+    with atomic_output_dir(files, "report") as staging:
+        manifest = relocate(analyze(args, staging), staging, files)
     summary = manifest["summary"]
     what = " ".join(str(summary.get(k) or "").upper() for k in ("model", "method")).strip()
     title = args.title or f"irtexam report: {summary.get('data') or Path(args.fitdir).name}" + (f", {what}" if what else "")

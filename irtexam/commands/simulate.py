@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from ..options import FRACTION_HALF_OPEN, POSITIVE_INT, SEED
 
@@ -34,6 +35,8 @@ def parse_facet_grid(text: str | None) -> dict[str, int] | None:
         if not name.strip() or not count.strip().isdigit() or int(count) < 1:
             raise IrtexamError(f"--facets expects name=levels pairs with levels >= 1, like llm=4,retriever=5; "
                                f"got '{part}'")
+        if name.strip() in grid:
+            raise IrtexamError(f"--facets names the facet '{name.strip()}' twice ('{text}'); give each facet once")
         grid[name.strip()] = int(count)
     return grid
 
@@ -47,13 +50,15 @@ SIMULATE_PARQUET_BYTES_PER_CELL = 50
 
 def run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from ..io_tables import write_long_parquet
     from ..irt.simulate import simulate
     from ..paths import check_memory, check_output_file
 
+    from ..outdirs import check_own_file
+
     check_output_file(args.out, "--out", formats=["csv", "csv.gz", "tsv", "tsv.gz", "parquet", "jsonl"])
+    check_own_file(Path(args.out), "simulate", Path(str(args.out) + ".truth.json"))  # a user's table stays
     grid = parse_facet_grid(args.facets)
     examinees = math.prod(grid.values()) if grid else args.examinees
     parquet = Path(args.out).suffix.lower() == ".parquet"

@@ -58,8 +58,13 @@ def run(args: argparse.Namespace) -> int:
     from ..paths import check_output_dir
 
     spec = load_spec(args.spec)
-    check_output_dir(args.out, inputs=[args.spec, spec.exam])
+    check_output_dir(args.out, inputs=[args.spec, spec.exam], command="take")
     check_python_systems(spec, args.spec)
+    from pathlib import Path
+
+    from ..outdirs import claim
+
+    claim(Path(args.out), "take")  # take writes into --out directly (resumable): mark the folder as take's
     result = take_exam(spec, args.out, progress=not args.no_progress, score_pending=not args.tables_only)
     print(result.summary())
     acc = result.out_dir / "accuracy.csv"

@@ -35,6 +35,7 @@ without facets; other models use L-BFGS.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Mapping
 
@@ -364,15 +365,19 @@ def _compiled_step(name: str, step: Any, spec: ModelSpec, args: tuple) -> Any:
     return compiled_executable(name, (repr(spec),), jax.jit(bound), args)
 
 
+PROGRESS_SECONDS = 2.0
+
+
 def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Mapping[str, np.ndarray], *,
                     max_sweeps: int = 500, tol: float = 1e-3, precision: str = "float32",
-                    extrapolate: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+                    extrapolate: bool = True, progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Joint MAP of a binary model without facets by alternating Fisher scoring (module docstring).
 
     ``init`` holds unconstrained starting values (``a`` = log a, ``d``, ``c`` = logit c,
     ``theta_raw``). Stops when every parameter moved by less than ``tol`` standard
     errors in a sweep. Returns unconstrained parameters in the model's layout (raw
-    abilities standardised) and solver info.
+    abilities standardised) and solver info. ``progress``: a line on stderr every
+    :data:`PROGRESS_SECONDS` (sweep, largest move in standard errors), for leaderboard-sized fits.
     """
     if not supports(spec):
         raise IrtexamError(f"the alternating MAP solver handles binary models without facets, not "
@@ -400,6 +405,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
                                     (items, theta, y, m, theta_damping, theta_previous))
         names = _item_columns(spec)
         sweeps, largest, remaining, extrapolations, wait = 0, np.inf, np.inf, 0, 0
+        shown = started
         history = []
         state = _flat_state(items, theta, names)
         change = None
@@ -415,6 +421,10 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
             # largest * rho / (1 - rho) away: stop on that distance, not on the last move alone
             remaining = largest / (1.0 - _convergence_ratio(change, new_change))
             history.append(largest)
+            if progress and time.perf_counter() - shown > PROGRESS_SECONDS:
+                shown = time.perf_counter()
+                print(f"joint mode: sweep {sweeps}, largest move {largest:.3g} standard errors "
+                      f"({shown - started:.0f} s)", file=sys.stderr, flush=True)
             if remaining < tol:
                 break
             state, wait = new_state, max(wait - 1, 0)

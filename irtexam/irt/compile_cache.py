@@ -76,7 +76,7 @@ BACKEND_FAST_OPTIONS: dict[str, dict[str, Any]] = {"cpu": CPU_FAST_OPTIONS}  # a
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
-_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal.py", "marginal_em.py",
+_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal/steps.py", "marginal/em.py", "marginal/information.py",
                  "stats.py")  # the code they trace
 
 

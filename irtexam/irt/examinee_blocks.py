@@ -24,9 +24,11 @@ from .design import score_dtype
 BLOCK_CELLS = 1 << 20
 
 
-def block_size(n_items: int, n_examinees: int, max_cells: int = BLOCK_CELLS, multiple: int = 1) -> int:
-    """Examinees per block: all of them up to ``max_cells`` cells, else ``max_cells // n_items`` (at least 1);
-    rounded up to a multiple of ``multiple`` (the devices that share the examinees, :mod:`irtexam.irt.devices`)."""
+def block_size(n_items: int, n_examinees: int, max_cells: int | None = None, multiple: int = 1) -> int:
+    """Examinees per block: all of them up to ``max_cells`` cells (default :data:`BLOCK_CELLS`, read at the call),
+    else ``max_cells // n_items`` (at least 1); rounded up to a multiple of ``multiple`` (the devices that share
+    the examinees, :mod:`irtexam.irt.devices`)."""
+    max_cells = BLOCK_CELLS if max_cells is None else max_cells
     if n_items * n_examinees <= max_cells:
         size = max(n_examinees, 1)
     else:
@@ -35,10 +37,10 @@ def block_size(n_items: int, n_examinees: int, max_cells: int = BLOCK_CELLS, mul
 
 
 def response_blocks(y: np.ndarray, mask: np.ndarray, group: np.ndarray, max_score: int = 1,
-                    max_cells: int = BLOCK_CELLS, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                    max_cells: int | None = None, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The responses as the kernels take them: scores (n_blocks, B, I), examinee-major, int8 (int16 above 126
     categories), -1 where missing, and the examinees' groups (n_blocks, B), int32; the last block is padded with
-    examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.posterior_over_nodes`).
+    examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.steps.posterior_over_nodes`).
 
     One byte a cell instead of the (K + 1) x 8 of a float64 one-hot array: 10^8 binary cells take 100 MB, not
     1.6 GB. ``y``, ``mask``: (I, E) scores and observed cells; ``group``: (E,) group of each examinee.
@@ -76,4 +78,6 @@ def over_blocks(fn: Callable[[Any, Any], tuple[Any, Any]], responses: Any, group
         return jax.tree_util.tree_map(jnp.add, total, sums), rows
 
     total, rows = jax.lax.scan(jax.checkpoint(step), zero, (responses, groups))
-    return total, jax.tree_util.tree_map(lambda r: r.reshape(-1, *r.shape[2:]), rows)
+    # the row count spelled out: reshape(-1, ...) of an array with a zero-size axis (a fit with no free population
+    # parameter has (n_blocks, B, 0) of them) is a division by zero in jax
+    return total, jax.tree_util.tree_map(lambda r: r.reshape(r.shape[0] * r.shape[1], *r.shape[2:]), rows)

@@ -2,7 +2,7 @@
 
 :func:`fit` checks its settings against the option table (:mod:`irtexam.config`), builds the
 model specification and the design, and calls one estimator module: the marginal EM
-(:mod:`irtexam.irt.marginal_fit`), the joint mode (:mod:`irtexam.irt.joint`) or NUTS
+(:mod:`irtexam.irt.marginal.fit`), the joint mode (:mod:`irtexam.irt.joint`) or NUTS
 (:mod:`irtexam.irt.nuts`). Every estimator returns a :class:`FitResult` with the same tables and
 an arviz InferenceData with the same variable names and dims.
 """
@@ -13,9 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
-from ..errors import IrtexamError
+from ..errors import DivergedError, InputError, IrtexamError
 from ..responses import ResponseMatrix
 from ..warning_types import DataWarning, Message, emit
 from .. import config
@@ -58,18 +59,92 @@ def _validate_facets(responses: ResponseMatrix, facets: Sequence[str] | str | No
     return tuple(facets)
 
 
+def _raise_category_gaps(responses: ResponseMatrix) -> None:
+    """After a graded fit diverged: an :class:`InputError` naming the items that skip a score between their
+    lowest and highest (0, 2, 3), the cause seen in the probe of issue 41; returns where there is none."""
+    from ..table_checks import category_gaps
+
+    gaps = category_gaps(responses.values, responses.max_score)
+    if gaps:
+        shown = "; ".join(f"{responses.items[k]} never {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
+        raise InputError(f"the graded fit diverged: {len(gaps)} item(s) skip a score between their lowest and "
+                         f"highest ({shown}{' ...' if len(gaps) > 3 else ''}), a category no response places; "
+                         f"recode those items' scores to consecutive categories", path=responses.source)
 
 
-def resolve_method(method: str, facets: Sequence[str] | None, n_items: int) -> str:
-    """The estimator that ``method`` names. "auto": the marginal estimator ("em") for a model without
-    facets (item parameters consistent whatever the number of items per examinee); for a hierarchical
-    fit (``facets``) "nuts" below :data:`SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80%
-    there, NUTS's 90%), else the joint mode "map"."""
+# "auto" fits a model without facets by the joint mode ("map") where the median examinee answered at least this
+# many items (LLM leaderboards: thousands of items per model), and by the marginal EM below. Measured (2PL, truth
+# on the sample-standardised scale; experiments/marginal_recovery.py): the EM's 61 fixed nodes 0.2 apart cannot
+# resolve ability posteriors with sd ~0.05 and its slopes fall (1,000 x 1,000: em a x0.949, b slope 1.059; map
+# 1.005 / 1.001), while the joint mode, inconsistent where examinees answer few items (Neyman-Scott), is
+# consistent where every examinee answers many and the items have many examinees (12,032 x 2,211: map 1.001 /
+# 1.001, 90% intervals of a, b, theta covering 0.90 / 0.90 / 0.90). At 500 x 2,000 both are right (em 0.990 /
+# 1.022, map 1.005 / 1.009); at 300 x 1,000 em is better (0.997 / 1.003 against 1.015 / 0.990).
+LEADERBOARD_ITEMS = 500
+# ... up to this many cells: the joint mode keeps a float copy of the matrix and per-cell temporaries (1.27 GB at
+# 12,032 x 2,211 = 2.7e7 cells, 48 bytes a cell), where the marginal estimator holds a byte a cell; beyond it (10^8
+# cells of 500 items x 200,000 examinees) "auto" stays with the marginal estimator, whose grid is refined to the
+# posteriors' width (irtexam.irt.marginal.fit.refined_nodes)
+LEADERBOARD_MAX_CELLS = 5e7
+# ... and there the c prior's centre is held at 1 / n_choices unless guessing_centre is given: the joint mode's
+# learned centre follows the logit-Beta prior's normaliser, summed over thousands of items, towards c = 1/2 (3PL,
+# 2,000 items x 1,000 models, c ~ Beta(5, 15): learned c +0.032 and a x1.081; held +0.007 and x1.029)
+LEADERBOARD_C_CENTRE = ("held at 1/{}: the joint mode chosen by method='auto' for many items per examinee; its "
+                        "learned centre drifts towards c = 1/2 (guessing_centre='learned' to learn it)")
+
+
+def items_per_examinee(observed: Any) -> float:
+    """The median number of observed items per examinee of an (items x examinees) observed-cell mask."""
+    counts = np.asarray(observed).sum(axis=0)
+    return float(np.median(counts)) if counts.size else 0.0
+
+
+def resolve_method(method: str, facets: Sequence[str] | None, n_items: int, per_examinee: float | None = None,
+                   marginal_only: Sequence[str] = (), cells: float = 0.0) -> str:
+    """The estimator that ``method`` names. "auto": for a hierarchical fit (``facets``) "nuts" below
+    :data:`SMALL_EXAM_ITEMS` items (MAP's facet intervals cover about 80% there, NUTS's 90%), else the joint
+    mode "map"; without facets the marginal estimator "em" (item parameters consistent however few items each
+    examinee answers), except where the median examinee answered at least :data:`LEADERBOARD_ITEMS` items
+    (``per_examinee``, :func:`items_per_examinee`; LLM leaderboards), no option that only the marginal
+    estimator has was asked for (``marginal_only``: their names) and the matrix has at most
+    :data:`LEADERBOARD_MAX_CELLS` cells (``cells``, items x examinees): there the joint mode "map", consistent when
+    both examinees and items are many, and faster than the marginal estimator's refined grid."""
     if method != "auto":
         return method
     if not facets:
+        if (per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS and not marginal_only
+                and cells <= LEADERBOARD_MAX_CELLS):
+            return "map"
         return "em"
     return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
+
+
+def marginal_only_options(given: dict[str, Any], spec: mdl.ModelSpec | None = None) -> list[str]:
+    """The options among ``given`` (option name -> value; None: not given) and ``spec`` that only the marginal
+    estimator has: with any of them ``auto`` keeps it."""
+    asked = [name for name in ("groups", "fixed_items") if given.get(name) is not None]
+    if given.get("item_prior") == "none" or (spec is not None and spec.item_prior == "none"):
+        asked.append("item_prior='none'")
+    if given.get("slope_centre") == "learned" or (spec is not None and spec.learn_a_centre):
+        asked.append("slope_centre='learned'")
+    if given.get("guessing_centre") == "auto":
+        asked.append("guessing_centre='auto'")
+    return asked
+
+
+def auto_note(requested: str, method: str, facets: Sequence[str] | None, observed: np.ndarray) -> str | None:
+    """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise)."""
+    if requested != "auto" or facets:
+        return None
+    per_examinee = items_per_examinee(observed)
+    if method == "map":
+        return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
+                "joint mode is consistent and fast; --method em forces the marginal estimator")
+    if per_examinee >= LEADERBOARD_ITEMS:
+        return (f"auto: no facets, {observed.size:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} "
+                "(memory), or an option only the marginal estimator has; its grid follows the posteriors' width")
+    return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
+            "--method map forces the joint mode")
 
 
 # The marginal estimator's prior sd of log a. The joint mode's 0.5 anchors the common level of the discriminations
@@ -92,8 +167,8 @@ MARGINAL_C_CENTRE_SCALE = 0.5
 def default_item_prior(method: str) -> str:
     """The item prior each estimator uses unless told otherwise: "hierarchical" for all three, the centres of the
     priors learned from the exam by empirical Bayes. The marginal estimator learns the centres of log a and d (GRM:
-    b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.update_centres`; no slower than fixed centres),
-    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal_guessing.guessing_centre_by_size`):
+    b_1) in closed form each EM cycle (:func:`irtexam.irt.marginal.steps.update_centres`; no slower than fixed centres),
+    and the centre of c as ``guessing_centre="auto"`` decides (:func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`):
     learned where the median item has at least 300 responses and the responses then carry at least 5% of the c's
     precision, held at 1 / n_choices otherwise.
 
@@ -132,8 +207,9 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     parameters by Bock-Aitkin EM (:mod:`irtexam.irt.marginal`); abilities follow by EAP or MAP given
     the items. "map" is the joint posterior mode of items and abilities (accurate when every examinee
     answers many items, as on leaderboards; biased slopes when examinees answer few, see the docs);
-    "nuts" samples the joint posterior. "auto" (default): "em" without facets, else NUTS below 50 items
-    and MAP above.
+    "nuts" samples the joint posterior. "auto" (default, :func:`resolve_method`): "em" without facets, except
+    where the median examinee answered at least :data:`LEADERBOARD_ITEMS` items (leaderboards: "map"); with
+    facets NUTS below 50 items and MAP above.
 
     Uncertainty: EM fits draw item parameters from the normal approximation with the inverse observed
     information (Wald intervals on the log a / d / logit c scale) and abilities from their posterior
@@ -190,9 +266,22 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     kind = spec.kind if spec is not None else config.check("model", model)
     graded = kinds.get_kind(kind).graded
     responses = ResponseMatrix.coerce(responses, graded=graded)  # path, DataFrame (wide/long), array
+    if graded:  # a score no response has: its category cannot be placed (the EM diverged on 0, 1, 4)
+        from ..table_checks import check_categories_used
+
+        check_categories_used(responses.values, responses.source)
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
-    method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items)
+    requested = method
+    method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items,
+                            items_per_examinee(responses.observed) if method == "auto" else None,
+                            marginal_only_options({**model_options, "groups": options.groups,
+                                                   "fixed_items": options.fixed_items}, spec),
+                            responses.n_items * responses.n_examinees)
+    leaderboard = requested == "auto" and method == "map" and not (facet_names or (spec is not None and spec.facets))
+    if method == "em" and isinstance(options.se, str) and options.se != "auto":
+        raise IrtexamError(f"se='{options.se}' chooses the joint mode's Laplace covariance (method='map'); the marginal "
+                           "estimator takes se=True (the information of the item parameters) or se=False")
     if method != "em" and (options.groups is not None or options.fixed_items is not None):
         raise IrtexamError("groups and fixed_items need the marginal estimator: method='em' (CLI: --method em)")
     if spec is None:
@@ -220,21 +309,34 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         raise IrtexamError("item_prior='none' (marginal maximum likelihood) needs method='em'; the joint mode "
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
+    guessing_note = None
+    if (leaderboard and spec.guessing_centre == "learned" and spec.free_guessing
+            and model_options.get("guessing_centre") is None):
+        spec, guessing_note = replace(spec, learn_c_centre=False), LEADERBOARD_C_CENTRE.format(spec.n_choices)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees))
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
     if method == "em":
-        from .marginal_fit import fit_marginal
-        result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
-                              n_draws=output.draws, abilities=options.abilities, groups=options.groups,
-                              reference_group=options.reference_group, fixed_items=options.fixed_items,
-                              init=options.init, tol=options.tol, max_cycles=options.max_iter,
-                              guessing_rule=guessing_rule)
+        from .marginal.fit import fit_marginal
+        try:
+            result = fit_marginal(responses, spec, design, train_mask, test, seed=options.seed, se=bool(options.se),
+                                  n_draws=output.draws, abilities=options.abilities, groups=options.groups,
+                                  reference_group=options.reference_group, fixed_items=options.fixed_items,
+                                  init=options.init, tol=options.tol, max_cycles=options.max_iter,
+                                  guessing_rule=guessing_rule)
+        except DivergedError:
+            if graded:
+                _raise_category_gaps(responses)
+            raise
         result.warnings[:0] = messages
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
+        if leaderboard:
+            result.fit_stats["method_rule"] = auto_note(requested, method, None, design.mask)
+            if guessing_note:
+                result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:
         from .nuts import fit_nuts
         result = fit_nuts(responses, spec, design, train_mask, test, options, output, messages)

@@ -23,13 +23,12 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..paths import put_in_place
+from ..paths import file_sha256
 from ..responses import ResponseMatrix
 from . import model as mdl
 from .draws import DrawDiagnostics
@@ -51,58 +50,47 @@ def _jsonable(value):
 def save_fit(result, directory: str | Path, netcdf: bool = True) -> Path:
     """Write a fit result to ``directory`` (created if needed); ``netcdf=False`` skips fit.nc.
 
-    The folder is always one complete fit: the files are written into a hidden sibling folder,
-    which then replaces ``directory`` by renames (an earlier fit there is removed whole, never
-    mixed with this one; an interrupted save leaves the earlier fit as it was). Two saves to one
-    folder take turns (a lock file beside it). ``meta.json`` records a run id and every file's
-    size, which :func:`read_fit` checks.
+    The fit's files are always one complete fit: they are written into a hidden sibling folder, which then
+    takes the place of ``directory`` in one atomic exchange (an earlier fit's files are removed, never mixed
+    with this one; an interrupted save leaves the earlier fit as it was). Entries of ``directory`` the fit
+    did not write (the input table of a refit, notes, an ``info`` folder) stay (:mod:`irtexam.outdirs`); a
+    non-empty folder that holds no fit is refused. Two saves to one folder take turns (a lock file beside
+    it). ``meta.json`` records a run id and every file's size and SHA-256, which :func:`read_fit` checks.
     """
+    from ..outdirs import folder_lock, hidden_sibling, put_in_place
+
     directory = check_output_folder(directory)
     with contextlib.ExitStack() as stack:
         try:
             directory.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(_folder_lock(directory))
-            staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+            stack.enter_context(folder_lock(directory))
+            staging = Path(tempfile.mkdtemp(prefix=hidden_sibling(directory, "").name, suffix=".partial",
+                                            dir=directory.parent))
         except OSError as exc:
             raise InputError(f"cannot write the fit folder here ({exc.strerror})", path=str(directory)) from None
         try:
             _write_fit(result, staging, netcdf)
-            put_in_place(staging, directory)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        put_in_place(staging, directory, "fit")
     return directory
 
 
 def check_output_folder(directory: str | Path) -> Path:
     """The resolved path of a fit folder to write, or a one-line error before any work: a file, a non-empty
-    folder that holds no fit (its files would be lost), or a place where nothing can be written."""
+    folder that holds no fit (its files are not the fit's to replace), or a place where nothing can be
+    written."""
+    from ..outdirs import owned_entries
+
     directory = Path(directory).resolve()
-    if directory.exists() and not directory.is_dir():
-        raise InputError("exists and is a file, not a folder; choose another --out", path=str(directory))
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / "meta.json").exists():
-        raise InputError("exists, is not empty and holds no fit (no meta.json); choose a new or empty folder "
-                         "so that nothing in it is overwritten", path=str(directory))
+    owned_entries(directory, "fit")
     parent = directory.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot write the fit folder: {parent} is not a writable folder", path=str(directory))
     return directory
-
-
-@contextlib.contextmanager
-def _folder_lock(directory: Path) -> Iterator[None]:
-    """An exclusive lock on ``.<name>.lock`` beside ``directory``: a second save waits for the first."""
-    import fcntl
-
-    path = directory.parent / f".{directory.name}.lock"
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _write_fit(result, directory: Path, netcdf: bool) -> None:
@@ -148,6 +136,7 @@ def _write_fit(result, directory: Path, netcdf: bool) -> None:
     result.responses.save(directory / "responses.parquet")
     meta["run_id"] = uuid.uuid4().hex
     meta["files"] = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file()}
+    meta["sha256"] = {p.name: file_sha256(p) for p in sorted(directory.iterdir()) if p.is_file()}
     (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
 
 
@@ -164,6 +153,10 @@ def _check_files(directory: Path, meta: dict) -> None:
         if path.stat().st_size != size:
             raise InputError(f"the fit folder is damaged: {name} does not match meta.json (another run's file, "
                              f"or cut short); refit", path=str(directory))
+    for name, digest in (meta.get("sha256") or {}).items():  # by content: an edit of the same size too
+        if (directory / name).exists() and file_sha256(directory / name) != digest:
+            raise InputError(f"the fit folder is damaged: {name} was changed after the fit (its SHA-256 is not "
+                             f"the one meta.json records); refit, or restore the file", path=str(directory))
     extra = {"facets.csv", "contrasts.csv", "diagnostics.csv", "draws.npz"} & {p.name for p in directory.iterdir()}
     stray = sorted(extra - set(listed))
     if stray:

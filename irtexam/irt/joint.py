@@ -3,7 +3,7 @@
 Accurate where every examinee answers many items and every item is answered by many examinees
 (leaderboards, the real run's 202 items x 60 pipelines); where examinees answer few items the
 abilities are incidental parameters and the item slopes are biased upward (use the marginal
-estimator, :mod:`irtexam.irt.marginal_fit`). The mode is found by alternating Fisher scoring
+estimator, :mod:`irtexam.irt.marginal.fit`). The mode is found by alternating Fisher scoring
 (:mod:`irtexam.irt.alternating`, binary models without facets) or L-BFGS on the compiled log
 posterior (:func:`lbfgs_map`); uncertainty from the Laplace approximation
 (:mod:`irtexam.irt.laplace`), corrected item by item by importance sampling
@@ -69,7 +69,8 @@ def warm_start(init: "FitResult | Mapping[str, np.ndarray] | None", spec: mdl.Mo
 
 def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                  init: Mapping[str, np.ndarray], max_iter: int = 5000, tol: float = 1e-6,
-                 precision: str = "float32", solver: str = "auto") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+                 precision: str = "float32", solver: str = "auto",
+                 progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Maximise the log posterior: alternating Fisher scoring or L-BFGS.
 
     ``solver="auto"`` uses :func:`irtexam.irt.alternating.alternating_map` for binary
@@ -80,7 +81,7 @@ def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
         raise IrtexamError(f"unknown MAP solver '{solver}'; choose 'auto', 'lbfgs' or 'alternating'")
     if solver == "alternating" or (solver == "auto" and alternating.supports(spec)):
         params, warm = alternating.alternating_map(spec, design, mask, init, max_sweeps=200, tol=0.01,
-                                                   precision=precision)
+                                                   precision=precision, progress=progress)
         finite = all(np.all(np.isfinite(v)) for v in params.values())
         if finite and (warm["converged"] or solver == "alternating"):
             warm["max_abs_gradient"] = None  # alternating scoring stops on parameter changes, not gradients
@@ -188,10 +189,10 @@ def optimiser_warning(info: Mapping[str, Any]) -> str | None:
 
 
 def joint_mode(spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray, options: EstimatorOptions,
-               messages: list[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+               messages: list[str], progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The MAP from the data-driven (or ``options.init``) start, with the optimiser's warning in ``messages``."""
     start = warm_start(options.init, spec, design)
-    params, opt_info = map_estimate(spec, design, train_mask, start, max_iter=options.max_iter)
+    params, opt_info = map_estimate(spec, design, train_mask, start, max_iter=options.max_iter, progress=progress)
     warning = optimiser_warning(opt_info)
     if warning:
         messages.append(warning)
@@ -202,7 +203,7 @@ def fit_joint(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Design
               test_mask: np.ndarray | None, options: EstimatorOptions, output: OutputOptions,
               messages: list[str]) -> FitResult:
     """The joint posterior mode and its (importance-corrected) Laplace draws; ``messages`` collects warnings."""
-    params, opt_info = joint_mode(spec, design, train_mask, options, messages)
+    params, opt_info = joint_mode(spec, design, train_mask, options, messages, progress=output.progress)
     cov = draw_diagnostics = None
     posterior: dict[str, np.ndarray] | None = None
     point = reported(params, spec, design)

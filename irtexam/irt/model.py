@@ -82,7 +82,7 @@ class ModelSpec:
         learn_a_centre: learn the centre of the log a prior, log a_i ~ N(mu_a, log_a_scale^2) with
             mu_a ~ N(log_a_loc, 1) (BILOG's floating slope prior; the fit option ``slope_centre="learned"``).
             Under ``item_prior="fixed"`` it is the only learned centre; each EM cycle updates the learned centres
-            in closed form (:func:`irtexam.irt.marginal.update_centres`). Only where a population distribution
+            in closed form (:func:`irtexam.irt.marginal.steps.update_centres`). Only where a population distribution
             fixes the ability scale (the marginal estimator, which turns it on by default): a prior centred on a = 1 pulls slopes that sit away from
             1 towards it (3PL 150 x 800, a ~ LogNormal(log 1.8, 0.35): x0.918 with the centre fixed, x0.984
             learned), and with them the linking constant A of a group spread wider or narrower than the
@@ -90,7 +90,7 @@ class ModelSpec:
             centred on log_a_loc.
         learn_c_centre: under ``item_prior="hierarchical"``, learn the centre mu_c of the c prior (True, the
             default) or hold it at logit(1 / n_choices) (the fit option ``guessing_centre="fixed"``; "auto", the
-            marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal_guessing.guessing_centre_by_size`).
+            marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`).
         c_centre_scale: sd of the hyperprior of mu_c, N(logit(1 / n_choices), c_centre_scale^2): 1, or the marginal
             estimator's :data:`irtexam.irt.fit.MARGINAL_C_CENTRE_SCALE`.
     """

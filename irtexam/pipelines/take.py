@@ -38,6 +38,7 @@ from ..grading.multiple_choice import DedupStats, check_not_uninformative, choos
 from ..grading.reply import ROUTES, GradedReply, grade_reply
 from ..llm.base import LLM, GenerationParams, ScoreRequest
 from ..llm.openai_compat import check_can_score
+from ..paths import file_sha256
 from ..retrieval.base import Hit, Passage, corpus_fingerprint, load_passages
 from ..retrieval.evaluation import recall_at_k
 from ..retrieval.registry import build_retriever
@@ -144,15 +145,6 @@ def portable_model_dir(path: str | Path) -> str:
         return "$IRTEXAM_CACHE/" + str(path.relative_to(cache_root().resolve()))
     except ValueError:
         return portable_path(path) or str(path)
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def config_hash(spec: GridSpec, exam_sha: str, corpus_sha: str | None) -> str:

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import marginal_em as em
-from . import model as mdl
+from . import em
+from .. import model as mdl
 
 
 def free_item_variances(result: em.MarginalResult) -> np.ndarray:

@@ -24,13 +24,13 @@ After EM has converged (largest parameter change below ``tol``), Newton steps on
 marginal log posterior with its exact Hessian (JAX, forward over reverse) polish the mode, and
 the negative Hessian is the observed information (Louis' identity gives the same matrix),
 whose inverse is the covariance of the unconstrained parameters (log a, d, logit c; GRM log a,
-b_1, log gaps; free log sd and means). Above :data:`irtexam.irt.marginal_em.EXACT_HESSIAN_BUDGET`
+b_1, log gaps; free log sd and means). Above :data:`irtexam.irt.marginal.em.EXACT_HESSIAN_BUDGET`
 (parameters x cells x nodes) the information is the cross-product of the examinees' score vectors (the empirical
 information, consistent, cheaper) plus the prior's curvature, and EM stops at ``tol``.
 
 The item parameters are the kind's own (:func:`irtexam.irt.model.item_params`); the response
 probabilities come from :mod:`irtexam.irt.kinds`. Everything here is a pure function of arrays;
-the driver (compiled kernels, the EM loop, the information) is :mod:`irtexam.irt.marginal_em`.
+the driver (compiled kernels, the EM loop, the information) is :mod:`irtexam.irt.marginal.em`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..errors import IrtexamError
-from . import kinds
-from . import model as mdl
-from .examinee_blocks import block_onehot, over_blocks
+from ...errors import IrtexamError
+from .. import kinds
+from .. import model as mdl
+from ..examinee_blocks import block_onehot, over_blocks
 
 N_NODES = 61
 NODE_LIMIT = 6.0

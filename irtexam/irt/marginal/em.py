@@ -1,8 +1,8 @@
 """The marginal estimator's driver: compiled kernels, the EM loop, the Newton polish and the information.
 
 The maths (the model at the quadrature nodes, the E- and M-steps, the marginal log posterior) is in
-:mod:`irtexam.irt.marginal`; this module runs it (:func:`em_estimate`) and returns a
-:class:`MarginalResult`. :mod:`irtexam.irt.marginal_fit` turns that into a :class:`FitResult`.
+:mod:`irtexam.irt.marginal.steps`; this module runs it (:func:`em_estimate`) and returns a
+:class:`MarginalResult`. :mod:`irtexam.irt.marginal.fit` turns that into a :class:`FitResult`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import IrtexamError
-from . import model as mdl
-from .devices import examinee_multiple, place_examinees
-from .examinee_blocks import response_blocks
-from .marginal import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
+from ...errors import DivergedError, IrtexamError
+from .. import model as mdl
+from ..devices import examinee_multiple, place_examinees
+from ..examinee_blocks import response_blocks
+from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
                        quadrature, to_matrix, update_centres)
-from .marginal_information import louis_hessian, marginal_scores, score_cross_product
+from .information import louis_hessian, louis_low_rank_parts, marginal_scores, score_cross_product
 
-# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal_information.louis_hessian`) costs about
+# The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.information.louis_hessian`) costs about
 # nodes x ((K + 1) items)^2 x examinees operations and nodes x ((K + 1) items)^2 numbers of memory; below these
 # budgets it is the information, above them the score cross-product, consistent but too wide where examinees
 # are few for the parameters (standard errors 1.3x the observed information's at 150 items x 800: coverage of
@@ -35,13 +35,22 @@ EXACT_HESSIAN_MEMORY = 6e7
 # Above this many free parameters the covariance is kept in low-rank form (LowRankCovariance): a dense
 # 30,000 x 30,000 covariance (10,000 3PL items) took 22 GB and crashed the process.
 DENSE_COVARIANCE_PARAMETERS = 6000
+# Where the exact information is too large, Louis' identity in low-rank form (each item's complete-data block
+# minus the missing information to second order, two rows an examinee: LowRankCovariance with sign -1) while its
+# rows take at most this many numbers (2 x examinees x free parameters; 320 MB); the score cross-product beyond.
+# The cross-product is singular where the examinees are fewer than the parameters (its intervals were as wide as
+# the prior: 2PL 3,000 items x 250, median a_sd 1.98 for an actual error of 0.2)
+LOUIS_LOW_RANK_VALUES = 4e7
+# ... where the examinees are fewer than this many times the free parameters (with more, the cross-product is
+# well determined and cheaper: 150 items x 3,000 and beyond it agrees with the observed information)
+LOUIS_EXAMINEE_RATIO = 10
 
 
 # ----------------------------------------------------------------------------- compiled kernels
 @lru_cache(maxsize=16)
 def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool = False) -> dict[str, Callable]:
     """The jit-compiled steps for one model and layout (cached: a refit of the same shape traces nothing);
-    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal_information.missing_information`)."""
+    ``complete``: every cell observed (the information's faster route, :func:`irtexam.irt.marginal.information.missing_information`)."""
     target = partial(marginal_log_posterior, layout=layout, columns=columns, spec=spec)
     return {"e_step": jax.jit(partial(_e_step, columns=columns, spec=spec)),
             "posterior": jax.jit(partial(posterior_weights, columns=columns, spec=spec)),
@@ -50,6 +59,7 @@ def kernels(columns: tuple, spec: mdl.ModelSpec, layout: Layout, complete: bool 
             "hessian": jax.jit(partial(louis_hessian, layout=layout, columns=columns, spec=spec, complete=complete)),
             "crossprod": jax.jit(partial(score_cross_product, layout=layout, columns=columns, spec=spec)),
             "marginal_scores": jax.jit(partial(marginal_scores, layout=layout, columns=columns, spec=spec)),
+            "louis_low_rank": jax.jit(partial(louis_low_rank_parts, layout=layout, columns=columns, spec=spec)),
             "prior_blocks": jax.jit(lambda X, hyper: block_hessians(
                 partial(item_log_prior, columns=columns, spec=spec, hyper=hyper), X)[1])}
 
@@ -92,7 +102,8 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 groups: Groups | None = None, fixed: Mapping[int, np.ndarray] | None = None,
                 start: np.ndarray | None = None, tol: float = 1e-4, max_cycles: int = 2000,
                 se: bool = True, n_nodes: int = N_NODES, polish: bool = False,
-                progress: Callable[[int, float, float], None] | None = None) -> MarginalResult:
+                progress: Callable[[int, float, float], None] | None = None,
+                refine: Callable[[np.ndarray, np.ndarray], int] | None = None) -> MarginalResult:
     """Maximise the marginal log posterior of the item parameters by EM, then polish and take the information.
 
     Args:
@@ -101,6 +112,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         groups: examinee groups (:func:`make_groups`); None is one N(0, 1) group (1PL: N(0, sigma^2)).
         fixed: anchor items held at given unconstrained rows of X (item position -> (p,) values).
         tol: EM stops when no parameter moved more than ``tol`` in a cycle.
+        refine: ``refine(weights, nodes) -> n`` after EM has converged: where n exceeds the node count, EM goes on
+            from its answer on a grid of n nodes (:func:`irtexam.irt.marginal.fit.refined_nodes`: posteriors
+            narrower than the spacing), before the information is taken.
         polish: Newton steps on the full marginal posterior after EM, with the exact Hessian (within
             :data:`EXACT_HESSIAN_BUDGET`). Off by default: EM stopped at ``tol`` = 1e-4 is within about
             1e-3 of the mode (3PL, 150 items x 3000: a 2e-4, b 1e-3, c 2e-5, log-likelihood 1e-3).
@@ -113,7 +127,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
     columns = item_columns(spec, max_score)
     groups = groups or make_groups(None, n_examinees, free_reference_sd=not spec.has_discrimination)
     free_rows = np.ones(n_items, dtype=bool)
-    X0 = start_values(spec, y, mask, columns, max_score) if start is None else np.asarray(start, dtype=np.float64)
+    X0 = start_values(spec, y, mask, columns, max_score) if start is None else np.array(start, dtype=np.float64)
     for position, values in (fixed or {}).items():
         free_rows[position] = False
         X0[position] = np.asarray(values, dtype=np.float64)
@@ -184,7 +198,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             history.append(value)
             change = distance(two, one)
             if not np.isfinite(change):
-                raise IrtexamError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
+                raise DivergedError("the EM iterations diverged (non-finite parameters); try item_prior='fixed' "
                                    "or a model with fewer parameters")
             if progress is not None:
                 progress(cycle, value, change)
@@ -210,6 +224,19 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         hyper = {k: jnp.asarray(state[3][j]) for j, k in enumerate(hyper_keys)}
         state = state[:3]
         X, mean, log_sd = (jax.device_put(x) for x in state)
+        if refine is not None:
+            w_now = (e_step(X, mean, log_sd, blocks, block_groups, nodes)[3] if blocks.shape[0] == 1
+                     else stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)[0])
+            finer = refine(np.asarray(w_now, dtype=np.float64)[:n_examinees], nodes_host)
+            del w_now
+            if finer > n_nodes:
+                refined = em_estimate(spec, y, mask, max_score=max_score, groups=groups, fixed=fixed,
+                                      start=np.asarray(X), tol=tol, max_cycles=max_cycles, se=se, n_nodes=finer,
+                                      polish=polish, progress=progress, refine=refine)
+                refined.info["cycles"] += cycle
+                refined.info["coarser_grids"] = [n_nodes] + refined.info.get("coarser_grids", [])
+                refined.info["seconds"] = time.perf_counter() - started
+                return refined
         em_seconds = time.perf_counter() - started
         objective = compiled["objective"]
         args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
@@ -254,16 +281,22 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                     hessian = stored["hessian"](*args)
                 info_matrix = -np.asarray(hessian, dtype=np.float64)
                 information = "observed"
-            elif layout.size <= DENSE_COVARIANCE_PARAMETERS:
-                info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, blocks, block_groups, nodes),
-                                       dtype=np.float64)
-                if spec.item_prior != "none":
-                    info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
-                information = "crossprod"
             else:
-                covariance = _low_rank_covariance(compiled, X, mean, log_sd, blocks, block_groups, nodes, hyper, layout,
-                                                  spec, n_examinees)
-                information = "crossprod"
+                if (2 * n_examinees * layout.size <= LOUIS_LOW_RANK_VALUES and n_examinees < LOUIS_EXAMINEE_RATIO
+                        * layout.size and not layout.free_mean.any() and not layout.free_sd.any()):
+                    covariance = _louis_low_rank_covariance(compiled, args, layout)
+                if covariance is not None:
+                    information = "louis-low-rank"
+                elif layout.size <= DENSE_COVARIANCE_PARAMETERS:
+                    info_matrix = np.array(compiled["crossprod"](X, mean, log_sd, blocks, block_groups, nodes),
+                                           dtype=np.float64)
+                    if spec.item_prior != "none":
+                        info_matrix += _prior_curvature(np.asarray(compiled["prior_blocks"](X, hyper)), layout)
+                    information = "crossprod"
+                else:
+                    covariance = _low_rank_covariance(compiled, X, mean, log_sd, blocks, block_groups, nodes, hyper,
+                                                      layout, spec, n_examinees)
+                    information = "crossprod"
             if not isinstance(covariance, LowRankCovariance):
                 covariance, root = _safe_inverse(0.5 * (info_matrix + info_matrix.T))
         result = MarginalResult(
@@ -288,7 +321,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
     2000 x 200 3PL fit). Every loaded kernel is checked by its first call (``check=False``)."""
     import hashlib
 
-    from .compile_cache import compiled_executable
+    from ..compile_cache import compiled_executable
 
     X, mean, log_sd, blocks, block_groups, nodes = data
     parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest(),
@@ -308,33 +341,39 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
 
 @dataclass
 class LowRankCovariance:
-    """The covariance Q^-1 of the free item parameters with Q = B + S'S: B the prior's block-diagonal curvature
-    (one p x p block per item), S (E, P) the examinees' marginal scores. Never formed densely.
+    """The covariance Q^-1 of the free item parameters with Q = B + sign V'V: B block-diagonal (one p x p block
+    per item), V (r, P) low rank. Never formed densely.
 
-    By Woodbury, Q^-1 = B^-1 - U C U' with U = B^-1 S' (P, E) and C = (I_E + S B^-1 S')^-1 (E, E): exactly
-    the dense inverse, in O(P E) memory. Used above :data:`DENSE_COVARIANCE_PARAMETERS` free parameters,
-    where the dense P x P matrix does not fit in memory.
+    * ``sign=+1``, the score cross-product: B the prior's curvature, V = S (E, P) the examinees' marginal scores;
+      by Woodbury Q^-1 = B^-1 - U C U' with U = B^-1 V' (P, r), C = (I_r + V B^-1 V')^-1;
+    * ``sign=-1``, Louis' identity (:func:`irtexam.irt.marginal.information.louis_low_rank_parts`): B each item's
+      complete-data information plus the prior's, V'V the missing information; Q^-1 = B^-1 + U C U' with
+      C = (I_r - V B^-1 V')^-1 (positive definite where Q is).
+
+    Exactly the dense inverse, in O(P r) memory. Used above :data:`DENSE_COVARIANCE_PARAMETERS` free parameters
+    (crossprod) and, with Louis' parts, wherever the exact information is too large and the examinees are few.
     """
 
     inverse_blocks: np.ndarray   # (I, p, p): B^-1 per item
     root_blocks: np.ndarray      # (I, p, p): B^(1/2) per item (R R' = B)
-    scores: np.ndarray           # (E, P): S
-    U: np.ndarray                # (P, E)
-    C: np.ndarray                # (E, E)
-    # diag(Q^-1), computed on first use: P E^2 operations (about 1 s at 30,000 parameters x 1000 examinees), and
+    scores: np.ndarray           # (r, P): V
+    U: np.ndarray                # (P, r)
+    C: np.ndarray                # (r, r)
+    sign: int = 1
+    # diag(Q^-1), computed on first use: P r^2 operations (about 1 s at 30,000 parameters x 1000 examinees), and
     # a fit reads it for the wide-interval check, the guessing share and the population table
     _diagonal: np.ndarray | None = field(default=None, init=False, repr=False)
 
     @classmethod
-    def from_parts(cls, prior_blocks: np.ndarray, scores: np.ndarray) -> "LowRankCovariance":
-        """From the prior curvature blocks B_i (I, p, p) and the score matrix S (E, P)."""
+    def from_parts(cls, prior_blocks: np.ndarray, scores: np.ndarray, sign: int = 1) -> "LowRankCovariance":
+        """From the blocks B_i (I, p, p) and the low-rank rows V (r, P), Q = B + sign V'V."""
         symmetric = 0.5 * (prior_blocks + np.swapaxes(prior_blocks, 1, 2))
         inverse_blocks = np.linalg.inv(symmetric)
         root_blocks = np.linalg.cholesky(symmetric)
         I, p = inverse_blocks.shape[:2]
         U = np.einsum("iab,ibe->iae", inverse_blocks, scores.T.reshape(I, p, -1)).reshape(I * p, -1)
-        C = np.linalg.inv(np.eye(scores.shape[0]) + scores @ U)
-        return cls(inverse_blocks, root_blocks, scores, U, C)
+        C = np.linalg.inv(np.eye(scores.shape[0]) + sign * (scores @ U))
+        return cls(inverse_blocks, root_blocks, scores, U, C, sign)
 
     def _solve_blocks(self, matrix: np.ndarray) -> np.ndarray:
         """B^-1 M for M of shape (P, k)."""
@@ -342,19 +381,24 @@ class LowRankCovariance:
         return np.einsum("iab,ibk->iak", self.inverse_blocks, matrix.reshape(I, p, -1)).reshape(I * p, -1)
 
     def diagonal(self) -> np.ndarray:
-        """diag(Q^-1) = diag(B^-1) - rowsum((U C) * U), computed once (read-only)."""
+        """diag(Q^-1) = diag(B^-1) - sign rowsum((U C) * U), computed once (read-only)."""
         if self._diagonal is None:
             diagonal = (np.diagonal(self.inverse_blocks, axis1=1, axis2=2).reshape(-1)
-                        - np.einsum("pe,pe->p", self.U @ self.C, self.U))
+                        - self.sign * np.einsum("pe,pe->p", self.U @ self.C, self.U))
             diagonal.setflags(write=False)
             self._diagonal = diagonal
         return self._diagonal
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n draws (n, P) of N(0, Q^-1): x = Q^-1 (B^(1/2) z1 + S' z2), z1 ~ N(0, I_P), z2 ~ N(0, I_E)."""
+        """n draws (n, P) of N(0, Q^-1). sign +1: x = Q^-1 (B^(1/2) z1 + V' z2), z1 ~ N(0, I_P), z2 ~ N(0, I_r);
+        sign -1: x = R^-T z1 + U L z2 (R R' = B, L L' = C), the sum of draws of B^-1 and of U C U'."""
         I, p = self.root_blocks.shape[:2]
         z1 = rng.standard_normal((I, p, n))
         z2 = rng.standard_normal((self.scores.shape[0], n))
+        if self.sign < 0:
+            first = np.linalg.solve(np.swapaxes(self.root_blocks, 1, 2), z1).reshape(I * p, n)
+            lower = np.linalg.cholesky(0.5 * (self.C + self.C.T))
+            return (first + self.U @ (lower @ z2)).T
         v = np.einsum("iab,ibn->ian", self.root_blocks, z1).reshape(I * p, n) + self.scores.T @ z2
         x = self._solve_blocks(v) - self.U @ (self.C @ (self.U.T @ v))
         return x.T
@@ -395,6 +439,25 @@ def _low_rank_covariance(compiled: Mapping[str, Callable], X: Any, mean: Any, lo
     else:
         prior = np.broadcast_to(1e-6 * np.eye(p), (int(layout.free_rows.sum()), p, p)).copy()
     return LowRankCovariance.from_parts(prior, scores)
+
+
+def _louis_low_rank_covariance(compiled: Mapping[str, Callable], args: tuple,
+                               layout: Layout) -> "LowRankCovariance | None":
+    """Louis' information in low-rank form (:func:`irtexam.irt.marginal.information.louis_low_rank_parts`) as a
+    covariance, or None where its second-order missing information leaves it not positive definite (the caller
+    then takes the score cross-product)."""
+    blocks, rows = compiled["louis_low_rank"](*args)
+    blocks = np.asarray(blocks, dtype=np.float64)[layout.free_rows]
+    try:
+        covariance = LowRankCovariance.from_parts(blocks, np.asarray(rows, dtype=np.float64), sign=-1)
+    except np.linalg.LinAlgError:
+        return None
+    # Q = B - V'V is positive definite iff I - V B^-1 V' is, i.e. iff C = (I - V B^-1 V')^-1 is
+    try:
+        np.linalg.cholesky(0.5 * (covariance.C + covariance.C.T))
+    except np.linalg.LinAlgError:
+        return None
+    return covariance
 
 
 def _prior_curvature(blocks: np.ndarray, layout: Layout) -> np.ndarray:

@@ -1,0 +1,227 @@
+""":func:`validate_tiny` answers, for a response table, how far off the scores of a k-item subset are.
+
+It splits the models (seeded, ``holdout`` of them held out, ``splits`` times, pooling the held-out
+models), calibrates the bank on the others (``irtexam.fit``, ``method`` as fit's), and for every selection
+rule and budget k selects k items (:func:`irtexam.bank.subset.select_subset`), scores the held-out models
+from their answers on those items only (:func:`irtexam.bank.tiny.score_models`) and compares with the
+full-bank truth:
+
+* accuracy: the held-out model's actual accuracy on all the bank's items it answered, against the IRT
+  prediction (``accuracy``), the blend (``accuracy_blend``) and the plain (weighted) subset accuracy
+  (``subset``): mean absolute error and the share of 90% intervals that cover the truth;
+* ability: the ability scored from all the bank's items (same bank, same EAP) against the k-item ability:
+  mean absolute error, 90% coverage, and the slope of the k-item ability on it (OLS; 1 = no squeeze); with
+  ``truth_theta`` (a simulation's true abilities) the same slope and coverage against the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import IrtexamError
+from ..responses import ResponseMatrix
+from .subset import RULES, select_subset
+from .tiny import TinyBank, score_models
+
+DEFAULT_KS = (25, 50, 100, 200)
+MIN_TRAIN_MODELS = 10
+
+__all__ = ["TinyValidation", "validate_tiny", "split_models", "check_metrics", "DEFAULT_KS"]
+
+
+@dataclass
+class TinyValidation:
+    """The held-out experiment: ``table`` (one row per rule and k: the metrics of :func:`check_metrics` over
+    the held-out models of every split, pooled), ``bank``, ``train`` / ``test`` (the last split's calibration
+    and model ids) and ``settings``."""
+
+    table: pd.DataFrame
+    bank: TinyBank
+    train: list[str]
+    test: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, directory: str | Path) -> dict[str, str]:
+        """Write validation.csv and settings.json into ``directory``."""
+        import json
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        self.table.to_csv(out / "validation.csv", index=False)
+        (out / "settings.json").write_text(json.dumps({**self.settings, "train": self.train, "test": self.test},
+                                                      indent=1))
+        return {"validation": str(out / "validation.csv"), "settings": str(out / "settings.json")}
+
+
+def split_models(models: Sequence[str], holdout: float, seed: int, splits: int = 1
+                 ) -> list[tuple[list[str], list[str]]]:
+    """``splits`` (train, test) pairs of model ids, in table order: a seeded permutation cut into folds of
+    round(holdout x models) (at least one) held out, each model held out at most once while folds last
+    (holdout 0.2, splits 5: five-fold cross-validation); further splits draw a new permutation."""
+    if not 0 < holdout < 1:
+        raise IrtexamError(f"holdout (--holdout) must be a share between 0 and 1 (e.g. 0.2), got {holdout}")
+    if splits < 1:
+        raise IrtexamError(f"splits (--splits) must be at least 1, got {splits}")
+    n_test = max(1, int(round(holdout * len(models))))
+    if len(models) - n_test < MIN_TRAIN_MODELS:
+        raise IrtexamError(f"{len(models)} models leave {len(models) - n_test} to calibrate on after holding out "
+                           f"{n_test}; need at least {MIN_TRAIN_MODELS}")
+    rng = np.random.default_rng(seed)
+    folds_per_permutation = len(models) // n_test
+    out = []
+    for r in range(splits):
+        if r % folds_per_permutation == 0:
+            perm = rng.permutation(len(models))
+        test = set(perm[(r % folds_per_permutation) * n_test:(r % folds_per_permutation + 1) * n_test].tolist())
+        out.append(([m for j, m in enumerate(models) if j not in test], [m for j, m in enumerate(models) if j in test]))
+    return out
+
+
+def _cover(low: Any, high: Any, truth: Any) -> float:
+    low, high, truth = (np.asarray(v, float) for v in (low, high, truth))
+    return float(np.mean((low <= truth) & (truth <= high)))
+
+
+def _slope(y: Any, x: Any) -> float:
+    """OLS slope of y on x."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    xc = x - x.mean()
+    return float(xc @ (y - y.mean()) / max(xc @ xc, 1e-300))
+
+
+def check_metrics(scores: pd.DataFrame, accuracy: pd.Series, theta_full: pd.Series,
+                  truth_theta: pd.Series | None = None) -> dict[str, float]:
+    """Mean absolute errors (MAE = mean |estimate - truth|), 90% interval coverage (share of models whose
+    [low, high] holds the truth) and ability slopes of k-item ``scores`` against the full-bank ``accuracy``
+    and ability ``theta_full`` (and ``truth_theta`` when given), all indexed by model."""
+    acc = accuracy.reindex(scores.index).to_numpy(float)
+    full = theta_full.reindex(scores.index).to_numpy(float)
+    out = {}
+    for name, col in (("irt", "accuracy"), ("blend", "accuracy_blend"), ("subset", "subset_accuracy")):
+        out[f"{name}_mae"] = float(np.mean(np.abs(scores[col].to_numpy(float) - acc)))
+        out[f"{name}_cover"] = _cover(scores[f"{col}_low"], scores[f"{col}_high"], acc)
+    out["theta_mae"] = float(np.mean(np.abs(scores["theta"].to_numpy(float) - full)))
+    out["theta_cover"] = _cover(scores["theta_low"], scores["theta_high"], full)
+    out["theta_slope"] = _slope(scores["theta"], full)
+    if truth_theta is not None:
+        true = truth_theta.reindex(scores.index).to_numpy(float)
+        out["theta_slope_truth"] = _slope(scores["theta"], true)
+        out["theta_cover_truth"] = _cover(scores["theta_low"], scores["theta_high"], true)
+    return out
+
+
+def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", ks: Sequence[int] = DEFAULT_KS,
+                  rules: Sequence[str] = RULES, holdout: float = 0.2, splits: int = 1, seed: int = 0,
+                  truth_theta: Any = None, fit_options: dict[str, Any] | None = None, estimator: str = "eap",
+                  progress: Callable[[str], None] | None = None) -> TinyValidation:
+    """Held-out validation of tiny-benchmark scoring (module doc): split, calibrate, select, score, compare.
+
+    Args:
+        responses: the calibrating models' answers (ResponseMatrix, long table path or DataFrame), binary.
+        model, method: the calibration's IRT model and estimator (``irtexam.fit``'s; "auto" follows fit's
+            default; "map" for banks of thousands of items per model until the marginal estimator's grid
+            is refined).
+        ks: the subset sizes (those above the bank's size are skipped).
+        rules: selection rules of :data:`irtexam.bank.subset.RULES`.
+        holdout: the share of models held out (seeded by ``seed``, which also seeds the random rules).
+        splits: how many held-out splits to pool (:func:`split_models`; 5 with holdout 0.2 holds every model
+            out once: steadier numbers on small tables, five calibrations).
+        truth_theta: true abilities by model id (a Series, mapping, or the ``theta`` list of a
+            ``irtexam simulate`` truth file aligned with the table's examinees), for slopes against the truth.
+        fit_options: more keywords for ``irtexam.fit`` (e.g. ``{"draws": 50}``).
+        estimator: the ability estimator of :func:`irtexam.bank.tiny.score_models` ("eap" or "wle").
+        progress: called with a short message after each step.
+
+    Returns:
+        A :class:`TinyValidation`; its ``table`` has one row per (rule, k): rule, k, models (held out),
+        irt_mae, irt_cover, blend_mae, blend_cover, subset_mae, subset_cover, theta_mae, theta_cover,
+        theta_slope (and theta_slope_truth, theta_cover_truth), misfit_sd, blend_weight (mean lambda).
+    """
+    from ..irt.fit import fit
+
+    rm = ResponseMatrix.coerce(responses)
+    if not rm.is_binary:
+        raise IrtexamError(f"{rm.source or 'the responses'}: tiny benchmarks need 0/1 answers")
+    bad = [r for r in rules if r not in RULES]
+    if bad:
+        raise IrtexamError(f"unknown selection rule '{bad[0]}'; choose from {', '.join(RULES)}")
+    if not ks or any(int(k) < 1 for k in ks):
+        raise IrtexamError(f"ks must be positive subset sizes, got {list(ks)}")
+    truth = _truth_series(truth_theta, rm)
+    say = progress or (lambda message: None)
+    pooled: dict[tuple[str, int], list[pd.DataFrame]] = {}
+    truths, methods, bank, train, test = [], [], None, [], []
+    for r, (train, test) in enumerate(split_models(list(rm.examinees), holdout, seed, splits)):
+        calibration = fit(rm.subset(examinees=train), model=model, method=method, seed=seed,
+                          **{"progress": False, **(fit_options or {})})
+        methods.append(calibration.method)
+        bank = TinyBank.coerce(calibration)
+        say(f"split {r + 1}/{splits}: calibrated {bank.n_items} items on {len(train)} models ({calibration.method})")
+        held = rm.subset(items=list(bank.ids), examinees=test)
+        wide = pd.DataFrame(held.values.T, index=list(held.examinees), columns=list(held.items))
+        truths.append(pd.DataFrame({"accuracy": wide.mean(axis=1),
+                                    "theta_full": score_models(bank, wide, misfit=False, seed=seed,
+                                                               estimator=estimator)["theta"]}))
+        for rule in rules:
+            for k in sorted({int(k) for k in ks if int(k) <= bank.n_items}):
+                subset = select_subset(bank, k, rule, seed=seed + r)
+                scores = score_models(bank, wide[list(subset["item"])], seed=seed, estimator=estimator,
+                                      weights=dict(zip(subset["item"], subset["weight"])))
+                cal = scores.attrs["calibration"]
+                scores["misfit_sd"] = float(np.sqrt(cal["misfit_var"])) if cal else float("nan")
+                pooled.setdefault((rule, k), []).append(scores)
+        say(f"split {r + 1}/{splits}: scored {len(test)} held-out models")
+    truth_table = pd.concat(truths)
+    rows = []
+    for (rule, k), frames in pooled.items():
+        scores = pd.concat(frames)
+        rows.append({"rule": rule, "k": k, "models": len(scores),
+                     **check_metrics(scores, truth_table["accuracy"], truth_table["theta_full"], truth),
+                     "misfit_sd": float(scores["misfit_sd"].mean()), "blend_weight": float(scores["blend_weight"].mean())})
+    settings = {"model": model, "method": sorted(set(methods)), "holdout": holdout, "splits": splits, "seed": seed,
+                "estimator": estimator, "bank_items": bank.n_items, "ks": [int(k) for k in ks], "rules": list(rules),
+                "source": rm.source}
+    return TinyValidation(pd.DataFrame(rows), bank, train, test, settings)
+
+
+def _truth_series(truth_theta: Any, rm: ResponseMatrix) -> pd.Series | None:
+    """True abilities as a Series by model id (a Series/mapping, or a list aligned with the examinees)."""
+    if truth_theta is None:
+        return None
+    if isinstance(truth_theta, pd.Series):
+        return truth_theta.astype(float)
+    if isinstance(truth_theta, dict):
+        return pd.Series(truth_theta, dtype=float)
+    values = np.asarray(truth_theta, float)
+    if values.shape != (rm.n_examinees,):
+        raise IrtexamError(f"truth theta: {values.size} values for {rm.n_examinees} models in "
+                           f"{rm.source or 'the responses'}: pass the truth file of this simulation")
+    return pd.Series(values, index=list(rm.examinees))
+
+
+def plot_tiny_validation(table: pd.DataFrame, ax: Any = None, metric: str = "irt_mae", baseline: str = "subset_mae"
+                         ) -> Any:
+    """Error against the subset size k, one line per selection rule: ``metric`` (default the IRT prediction's
+    mean absolute error, solid) and ``baseline`` (default the plain subset accuracy's, dashed, same colour), on a
+    log k axis. ``table``: :attr:`TinyValidation.table`. Returns ``ax``."""
+    from ..plotting import _axes, _title
+
+    ax = _axes(ax)
+    for j, (rule, rows) in enumerate(table.sort_values("k").groupby("rule", sort=False)):
+        colour = f"C{j}"
+        ax.plot(rows["k"], rows[metric], "o-", color=colour, label=f"{rule}: IRT prediction")
+        if baseline:
+            ax.plot(rows["k"], rows[baseline], "x--", color=colour, alpha=0.6, label=f"{rule}: subset accuracy")
+    ax.set_xscale("log")
+    ks = sorted(table["k"].unique())
+    ax.minorticks_off()
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_xlabel("items answered (k)")
+    ax.set_ylabel("mean absolute error of the whole-bank accuracy" if metric.endswith("mae") else metric)
+    ax.legend(fontsize=7, ncol=2)
+    return _title(ax, "Held-out models: predicted whole-bank accuracy", f"{int(table['models'].iloc[0])} models held out")
