@@ -128,6 +128,23 @@ def test_docs_have_the_blocks_this_test_checks():
     assert any(code_blocks(text, "python") for _, text in docs_text())
 
 
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def without_env(argv: list[str]) -> list[str]:
+    """``argv`` without its leading ``NAME=value`` environment assignments (``XLA_FLAGS=... irtexam fit ...``)."""
+    while argv and ENV_ASSIGNMENT.match(argv[0]):
+        argv = argv[1:]
+    return argv
+
+
+def pyproject_extras() -> set[str]:
+    """The optional-dependency groups of pyproject.toml (what ``pip install -e '.[X]'`` may name)."""
+    import tomllib
+
+    return set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+
+
 def example_help(script: str) -> str:
     done = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{script} --help failed:\n{done.stderr[-2000:]}"
@@ -144,7 +161,7 @@ def test_every_docs_command_is_known_and_parses():
 
     for page, text in docs_text():
         where = page.relative_to(REPO)
-        for argv in bash_commands(text):
+        for argv in map(without_env, bash_commands(text)):
             cli = irtexam_argv(argv)
             if cli is not None:
                 args = parse(cli)
@@ -162,7 +179,10 @@ def test_every_docs_command_is_known_and_parses():
                 assert set(argv[1:]) <= {"--all-models", "--core"}, argv
             elif argv[:3] == [".venv/bin/python", "-m", "pytest"]:
                 continue
-            elif argv[0] == ".venv/bin/python" and len(argv) > 1 and argv[1].startswith("examples/"):
+            elif argv[:3] == ["pip", "install", "-e"] and len(argv) == 4:
+                extras = re.fullmatch(r"\.\[([a-z0-9,-]+)\]", argv[3])
+                assert extras and set(extras.group(1).split(",")) <= pyproject_extras(), f"{where}: {argv[3]}"
+            elif argv[0] == ".venv/bin/python" and len(argv) > 1 and argv[1].startswith(("examples/", "benchmarks/")):
                 script = argv[1]
                 assert (REPO / script).is_file(), f"{where}: {script} does not exist"
                 helps.setdefault(script, example_help(script))
@@ -193,7 +213,7 @@ def test_docs_commands_without_an_llm_run_as_written(tmp_path, monkeypatch, caps
     root = scratch_root(tmp_path)
     monkeypatch.chdir(root)
     in_readme = {tuple(c) for c in readme_commands()}
-    docs_cli = [irtexam_argv(c) for _, text in docs_text() for c in bash_commands(text)
+    docs_cli = [irtexam_argv(c) for _, text in docs_text() for c in map(without_env, bash_commands(text))
                 if irtexam_argv(c) is not None and not is_template(irtexam_argv(c)) and tuple(c) not in in_readme]
     docs_cli = [c for c in docs_cli if c[0] in OFFLINE or (c[0] == "take" and "--tables-only" in c)]
     if not docs_cli:

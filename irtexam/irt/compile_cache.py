@@ -17,10 +17,12 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
+
+from .devices import placing_arguments
 
 MAX_CACHE_BYTES = 512 * 1024 ** 2
 
@@ -66,12 +68,65 @@ MAX_IN_MEMORY = 32  # executables kept by this process (oldest dropped first)
 # the faceted 3PL objective of data/real_run in 0.54 s instead of 1.06 s and run it as fast (0.22 vs
 # 0.25 ms per evaluation; same value), which takes ~0.6 s off a cold `irtexam fit`. NUTS keeps XLA's
 # defaults (its one program runs for minutes).
-FAST_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+# The options are the CPU compiler's: another backend (a GPU) gets XLA's defaults, and on the CPU only
+# those the running XLA accepts are passed (jax 0.12's XLA has no 'xla_cpu_use_fusion_emitters' and
+# refuses the whole compile when it is named): :func:`fast_compile_options` probes them once per process.
+CPU_FAST_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+BACKEND_FAST_OPTIONS: dict[str, dict[str, Any]] = {"cpu": CPU_FAST_OPTIONS}  # any other backend: none
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
 _SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal/steps.py", "marginal/em.py", "marginal/information.py",
                  "stats.py")  # the code they trace
+
+
+def backend() -> str:
+    """The platform jax compiles for by default ('cpu', 'gpu', 'tpu', ...)."""
+    return jax.default_backend()
+
+
+def fast_compile_options() -> dict[str, Any]:
+    """The quick-compile XLA options for :func:`backend`, those of :data:`BACKEND_FAST_OPTIONS` that the
+    running XLA accepts (``{}`` on a GPU, or where XLA accepts none of them)."""
+    platform = backend()
+    candidates = tuple(sorted(BACKEND_FAST_OPTIONS.get(platform, {}).items()))
+    return dict(_accepted_options(platform, jax.__version__, candidates))
+
+
+@functools.lru_cache(maxsize=None)
+def _accepted_options(platform: str, jax_version: str, candidates: tuple) -> tuple:
+    """The ``candidates`` (sorted (name, value) pairs) that XLA for ``platform`` compiles a trivial program with:
+    all of them, else each one that compiles alone, else none. Cached per platform and jax version."""
+    if not candidates or _compiles_with(platform, candidates):
+        return candidates
+    return tuple(option for option in candidates if _compiles_with(platform, (option,)))
+
+
+def _compiles_with(platform: str, options: tuple) -> bool:
+    """Whether XLA for ``platform`` (jax's default backend) compiles a trivial program with the XLA ``options``."""
+    try:
+        jax.jit(lambda x: x * 2.0 + 1.0).lower(np.zeros(3, np.float32)).compile(compiler_options=dict(options))
+        return True
+    except Exception:  # noqa: BLE001 - an unknown option (INVALID_ARGUMENT), or a value XLA refuses
+        return False
+
+
+def fast_jit(fun: Callable | None = None, **jit_kwargs: Any) -> Any:
+    """``jax.jit(fun, compiler_options=fast_compile_options(), **jit_kwargs)``, with the options chosen at the first
+    call (on the backend it runs on), not at import; a decorator, bare or with ``jax.jit``'s keyword arguments."""
+    if fun is None:
+        return functools.partial(fast_jit, **jit_kwargs)
+    jitted: dict[tuple, Any] = {}
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        options = fast_compile_options()
+        key = tuple(sorted(options.items()))
+        if key not in jitted:
+            jitted[key] = jax.jit(fun, compiler_options=options or None, **jit_kwargs)
+        return jitted[key](*args, **kwargs)
+
+    return call
 
 
 def _count_cache_hits(event: str, **kwargs: Any) -> None:
@@ -99,8 +154,9 @@ def executable_key(name: str, parts: Sequence[Any]) -> str:
     import jaxlib
 
     device = jax.devices()[0]
-    identity = repr((tuple(parts), sorted(FAST_COMPILE_OPTIONS.items()), jax.__version__, jaxlib.__version__,
-                     sys.version_info[:2], device.platform, device.device_kind,
+    # the backend, its devices and the jax version: an executable compiled for one is never loaded on another
+    identity = repr((tuple(parts), sorted(fast_compile_options().items()), jax.__version__, jaxlib.__version__,
+                     sys.version_info[:2], backend(), jax.device_count(), device.platform, device.device_kind,
                      getattr(device.client, "platform_version", None), _cpu_flags(), _source_digest()))
     return f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
 
@@ -141,15 +197,16 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
     executable is written to :func:`executable_dir` (not one JAX loaded from its own cache: those
     cannot be serialised again). A stored
     executable that fails to load or to run on ``args`` is deleted and the function traced.
-    ``compiler_options``: XLA options (default :data:`FAST_COMPILE_OPTIONS`; ``{}`` for XLA's defaults,
+    ``compiler_options``: XLA options (default :func:`fast_compile_options`; ``{}`` for XLA's defaults,
     slower to compile, faster to run: the marginal EM's kernels run 2-3x faster with them).
     ``check=False`` skips that trial run of a loaded executable, for a program that runs once per fit
     (the trial would double its cost): the first call is the trial, and if it fails the file is deleted
     and the function traced and run instead (:class:`_FirstCallChecked`).
     """
-    options = FAST_COMPILE_OPTIONS if compiler_options is None else compiler_options
+    fast = fast_compile_options()
+    options = fast if compiler_options is None else compiler_options
     given_parts = parts  # what a fallback compile passes again (the options are added to the key below)
-    if options != FAST_COMPILE_OPTIONS:
+    if options != fast:
         parts = (*parts, ("options", tuple(sorted(options.items()))))
     if not _LISTENING[0]:
         jax.monitoring.register_event_listener(_count_cache_hits)
@@ -161,7 +218,7 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
     path = folder / f"{key}.bin" if folder is not None else None
     if path is not None and path.exists():
         try:
-            compiled = _load(path)
+            compiled = placing_arguments(_load(path))
             if not check:
                 def fallback() -> Any:  # forget this wrapper first: the call below must compile, not return it
                     _MEMORY.pop(key, None)
@@ -195,6 +252,7 @@ def compiled_executable(name: str, parts: Sequence[Any], jitted: Any, args: Sequ
                 marker.touch()
             except OSError:
                 pass
+    compiled = placing_arguments(compiled)
     _remember(key, compiled)
     return compiled
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from . import kinds
 from . import model as mdl
-from .compile_cache import FAST_COMPILE_OPTIONS
+from .compile_cache import fast_jit
 from .laplace import LaplaceCovariance
 
 KHAT_THRESHOLD = 0.7
@@ -212,7 +212,7 @@ def _split_items(flat: np.ndarray, cov: LaplaceCovariance) -> dict[str, np.ndarr
     return out
 
 
-@partial(jax.jit, static_argnames=("spec",), compiler_options=FAST_COMPILE_OPTIONS)
+@partial(fast_jit, static_argnames=("spec",))
 def _item_log_target(items: Mapping[str, jax.Array], theta: jax.Array, y: jax.Array, mask: jax.Array,
                      spec: mdl.ModelSpec, hyper: Mapping[str, jax.Array]) -> jax.Array:
     """log L_i(u_i, theta) + log p(u_i | hyper) for a chunk of proposals: items (C, I[, w]) -> (C, I)."""

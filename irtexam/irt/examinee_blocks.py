@@ -24,26 +24,30 @@ from .design import score_dtype
 BLOCK_CELLS = 1 << 20
 
 
-def block_size(n_items: int, n_examinees: int, max_cells: int | None = None) -> int:
+def block_size(n_items: int, n_examinees: int, max_cells: int | None = None, multiple: int = 1) -> int:
     """Examinees per block: all of them up to ``max_cells`` cells (default :data:`BLOCK_CELLS`, read at the call),
-    else ``max_cells // n_items`` (at least 1)."""
+    else ``max_cells // n_items`` (at least 1); rounded up to a multiple of ``multiple`` (the devices that share
+    the examinees, :mod:`irtexam.irt.devices`)."""
     max_cells = BLOCK_CELLS if max_cells is None else max_cells
     if n_items * n_examinees <= max_cells:
-        return max(n_examinees, 1)
-    return max(1, max_cells // max(n_items, 1))
+        size = max(n_examinees, 1)
+    else:
+        size = max(1, max_cells // max(n_items, 1))
+    return -(-size // multiple) * multiple
 
 
 def response_blocks(y: np.ndarray, mask: np.ndarray, group: np.ndarray, max_score: int = 1,
-                    max_cells: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    max_cells: int | None = None, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The responses as the kernels take them: scores (n_blocks, B, I), examinee-major, int8 (int16 above 126
     categories), -1 where missing, and the examinees' groups (n_blocks, B), int32; the last block is padded with
     examinees who answered nothing and group -1 (they add nothing to any sum, :func:`irtexam.irt.marginal.steps.posterior_over_nodes`).
 
     One byte a cell instead of the (K + 1) x 8 of a float64 one-hot array: 10^8 binary cells take 100 MB, not
     1.6 GB. ``y``, ``mask``: (I, E) scores and observed cells; ``group``: (E,) group of each examinee.
+    ``multiple``: each block's examinee count a multiple of it (the devices that share them).
     """
     n_items, n_examinees = y.shape
-    size = block_size(n_items, n_examinees, max_cells)
+    size = block_size(n_items, n_examinees, max_cells, multiple)
     n_blocks = -(-n_examinees // size)
     dtype = score_dtype(max_score)
     scores = np.full((n_blocks * size, n_items), -1, dtype=dtype)

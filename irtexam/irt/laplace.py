@@ -38,7 +38,7 @@ import numpy as np
 
 from . import kinds
 from . import likelihood as lk
-from .compile_cache import FAST_COMPILE_OPTIONS
+from .compile_cache import fast_compile_options, fast_jit
 from .alternating import P_CEIL, P_FLOOR, binary_item_information
 from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds,
                     item_prior_terms)
@@ -148,7 +148,7 @@ def _category_probs_fn(spec: ModelSpec, keys: tuple[str, ...], slices: dict[str,
     return probs
 
 
-@partial(jax.jit, static_argnames=("item_keys", "need_cross"), compiler_options=FAST_COMPILE_OPTIONS)
+@partial(fast_jit, static_argnames=("item_keys", "need_cross"))
 def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Array, mask: jax.Array,
                           item_keys: tuple[str, ...], need_cross: bool) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     z = a[:, None] * eta[None, :] + d[:, None]
@@ -204,7 +204,7 @@ def _fisher_blocks_autodiff(spec: ModelSpec, item_keys: tuple[str, ...], item_sl
         return jnp.einsum("ci,cj->ij", jac / jnp.clip(p, 1e-12)[:, None], jac)
 
     fisher_row = jax.jit(jax.vmap(jax.vmap(cell_fisher, in_axes=(None, 0)), in_axes=(0, None)),
-                         compiler_options=FAST_COMPILE_OPTIONS)
+                         compiler_options=fast_compile_options() or None)
     A = np.zeros((n_items, k, k))
     G = np.zeros((n_items, k, n_examinees))
     W = np.zeros(n_examinees)

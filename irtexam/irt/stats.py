@@ -6,7 +6,6 @@ RMSE of a constant prediction equal to the average exam performance.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Mapping
 
 import jax
@@ -17,7 +16,7 @@ from ..errors import IrtexamError
 from ..memory import row_blocks
 
 from . import kinds
-from .compile_cache import FAST_COMPILE_OPTIONS, compiled_executable
+from .compile_cache import compiled_executable, fast_jit
 from . import model as mdl
 
 
@@ -55,7 +54,7 @@ def bernoulli_mean_loglik(y: np.ndarray, mask: np.ndarray, p: np.ndarray | float
     return float(cells.sum() / max(mask.sum(), 1))
 
 
-@partial(jax.jit, compiler_options=FAST_COMPILE_OPTIONS)
+@fast_jit
 def _binary_cell_sums(y: jax.Array, train: jax.Array, test: jax.Array, theta: jax.Array, a: jax.Array,
                       d: jax.Array, c: jax.Array, baseline: jax.Array) -> dict[str, jax.Array]:
     """One pass over a binary matrix: log-likelihood and squared-error sums per item, train and test."""

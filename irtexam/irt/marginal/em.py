@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import DivergedError, IrtexamError
 from .. import model as mdl
+from ..devices import examinee_multiple, place_examinees
 from ..examinee_blocks import response_blocks
 from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
                        item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
@@ -142,7 +143,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         nodes_host = np.asarray(quadrature(n_nodes), dtype=np.float64)
         nodes = jax.device_put(nodes_host)
         # the responses one byte a cell, in blocks of examinees (examinee_blocks.response_blocks)
-        blocks, block_groups = (jax.device_put(a) for a in response_blocks(y, mask, groups.index, max_score))
+        # (sharded over the examinees when several devices share the fit: irt/devices.py)
+        blocks, block_groups = place_examinees(*response_blocks(y, mask, groups.index, max_score,
+                                                                multiple=examinee_multiple()))
         X = jax.device_put(np.asarray(X0, dtype=np.float64))
         # the small state lives on the host: the EM and SQUAREM arithmetic on it in NumPy, not as eager JAX
         # operations (each one a compile-cache lookup, about 0.3 s of a 2000 x 200 3PL fit)
