@@ -415,8 +415,9 @@ def test_saving_over_a_fit_replaces_it_whole_and_a_mixed_folder_is_refused(tmp_p
         irtexam.load_fit(folder)
     (tmp_path / "notafit").mkdir()
     (tmp_path / "notafit" / "data.csv").write_text("x")
-    with pytest.raises(IrtexamError, match="holds no fit"):
+    with pytest.raises(IrtexamError, match="not written by `irtexam fit`.*holds data.csv"):
         plain.save(tmp_path / "notafit")
+    assert (tmp_path / "notafit" / "data.csv").read_text() == "x"   # issue 41: the user's file untouched
 
 
 @pytest.mark.parametrize("kind, grouped, complete", [("3pl", False, False), ("grm", False, False), ("1pl", False, False),
