@@ -310,7 +310,8 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
         weights: per-item weights of the subset accuracy (tinyBenchmarks' anchor weights: a Series indexed by
             item id, a mapping, or the ``subset.csv`` written by :func:`irtexam.bank.subset.write_subset`);
             default equal weights.
-        prior_mean, prior_sd: the ability prior on the bank's scale (default N(0, 1), the calibration's).
+        prior_mean: the mean of the ability prior on the bank's scale (default 0, the calibration's).
+        prior_sd: its sd (default 1).
         misfit: add the misfit measured on the calibration models (:func:`calibration_errors`).
         item_draws: integrate the answered items' parameters over the bank's posterior draws (50 draws of a fit;
             :func:`answered_loglik`) instead of using their point estimates. Off by default: on a leaderboard

@@ -123,9 +123,9 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
 
     Args:
         responses: the calibrating models' answers (ResponseMatrix, long table path or DataFrame), binary.
-        model, method: the calibration's IRT model and estimator (``irtexam.fit``'s; "auto" follows fit's
-            default; "map" for banks of thousands of items per model until the marginal estimator's grid
-            is refined).
+        model: the calibration's IRT model (``irtexam.fit``'s).
+        method: the calibration's estimator (``irtexam.fit``'s; "auto", the default, takes the joint mode for
+            banks of 500 or more items per model and the marginal estimator below).
         ks: the subset sizes (those above the bank's size are skipped).
         rules: selection rules of :data:`irtexam.bank.subset.RULES`.
         holdout: the share of models held out (seeded by ``seed``, which also seeds the random rules).
