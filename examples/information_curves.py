@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     print("wrote", plotting.save(ax, figures / "item_information.png"))
 
     draws = fit.item_draws(200)
-    band = analysis.information_band(grid, draws.values["a"], draws.values["b"], draws.values["c"])
+    # the draws' spread placed around the fit's own curve (estimate=): the band contains what the fit reports
+    band = analysis.information_band(grid, draws.values["a"], draws.values["b"], draws.values["c"],
+                                     estimate=(fit.items["a"].to_numpy(), fit.items["b"].to_numpy(),
+                                               fit.items["c"].to_numpy()))
     ax = plotting.plot_information_band(band, abilities=abilities, label=f"exam, {fit.design.n_items} items")
     print("wrote", plotting.save(ax, figures / "exam_information.png"))
 
