@@ -36,9 +36,19 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-_spec = importlib.util.spec_from_file_location("irt_fit_bench", REPO / "benchmarks" / "irt_fit.py")
-irt_fit = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(irt_fit)
+
+
+def _script(name: str, path: Path):
+    """A sibling script as a module (benchmarks/ and experiments/ are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+irt_fit = _script("irt_fit_bench", REPO / "benchmarks" / "irt_fit.py")   # peers' workers, run_child, parse_sizes
+# the truth on the sample-standardised scale, as the recovery experiment computes it
+standardised_truth = _script("marginal_recovery", REPO / "experiments" / "marginal_recovery.py").true_on_sample_scale
 
 PEER_SCRIPTS = {
     "mirt": irt_fit.MIRT,
@@ -62,12 +72,6 @@ def peer_script(tool: str, model: str) -> str:
                 .replace('est["Guessing"], theta', 'np.zeros(n_items), theta'))
     return script.replace('model_type="3pl"', 'model_type="2pl"').replace(
         'order(p["lambdas"], item_pos)', 'np.zeros(n_items)')
-
-
-def standardised_truth(truth: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    theta = truth["theta"]
-    m, s = theta.mean(), theta.std()
-    return {"theta": (theta - m) / s, "a": truth["a"] * s, "b": (truth["b"] - m) / s}
 
 
 def recovery(a: np.ndarray, b: np.ndarray, theta: np.ndarray, star: dict[str, np.ndarray]) -> dict[str, float]:

@@ -104,20 +104,19 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}")
     given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
-    method = resolve_method(args.method, facets, responses.n_items,
-                            items_per_examinee(responses.observed) if args.method == "auto" else None,
-                            marginal_only_options(given), responses.n_items * responses.n_examinees)
+    per_examinee = items_per_examinee(responses.observed) if args.method == "auto" else None
+    cells = responses.n_items * responses.n_examinees
+    method = resolve_method(args.method, facets, responses.n_items, per_examinee, marginal_only_options(given), cells)
     # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
     size = f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees"
-    check_memory(responses.n_items * responses.n_examinees, FIT_BYTES_PER_CELL.get(method, 250) - 4, size)
+    check_memory(cells, FIT_BYTES_PER_CELL.get(method, 250) - 4, size)
     check_density(responses.values, size)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)
-    elif auto_note(args.method, method, facets, responses.observed):
-        name = "joint mode (MAP)" if method == "map" else "marginal EM"
-        print(f"method: {name} ({auto_note(args.method, method, facets, responses.observed)})", flush=True)
+    elif note := auto_note(args.method, method, facets, per_examinee, cells):
+        print(f"method: {'joint mode (MAP)' if method == 'map' else 'marginal EM'} ({note})", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once
         # every option the parser has a flag for (irtexam.config.OPTIONS, cli=True), so a new row cannot be

@@ -132,16 +132,17 @@ def marginal_only_options(given: dict[str, Any], spec: mdl.ModelSpec | None = No
     return asked
 
 
-def auto_note(requested: str, method: str, facets: Sequence[str] | None, observed: np.ndarray) -> str | None:
-    """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise)."""
+def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_examinee: float,
+              cells: float) -> str | None:
+    """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise), from the
+    median items per examinee (:func:`items_per_examinee`) and the matrix's cells."""
     if requested != "auto" or facets:
         return None
-    per_examinee = items_per_examinee(observed)
     if method == "map":
         return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
                 "joint mode is consistent and fast; --method em forces the marginal estimator")
     if per_examinee >= LEADERBOARD_ITEMS:
-        return (f"auto: no facets, {observed.size:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} "
+        return (f"auto: no facets, {cells:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} "
                 "(memory), or an option only the marginal estimator has; its grid follows the posteriors' width")
     return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
             "--method map forces the joint mode")
@@ -273,12 +274,13 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
     requested = method
-    method = resolve_method(method, facet_names or (spec.facets if spec is not None else None), responses.n_items,
-                            items_per_examinee(responses.observed) if method == "auto" else None,
+    per_examinee = items_per_examinee(responses.observed) if method == "auto" else None
+    cells = responses.n_items * responses.n_examinees
+    facets_in_model = facet_names or (spec.facets if spec is not None else ())
+    method = resolve_method(method, facets_in_model, responses.n_items, per_examinee,
                             marginal_only_options({**model_options, "groups": options.groups,
-                                                   "fixed_items": options.fixed_items}, spec),
-                            responses.n_items * responses.n_examinees)
-    leaderboard = requested == "auto" and method == "map" and not (facet_names or (spec is not None and spec.facets))
+                                                   "fixed_items": options.fixed_items}, spec), cells)
+    leaderboard = requested == "auto" and method == "map" and not facets_in_model
     if method == "em" and isinstance(options.se, str) and options.se != "auto":
         raise IrtexamError(f"se='{options.se}' chooses the joint mode's Laplace covariance (method='map'); the marginal "
                            "estimator takes se=True (the information of the item parameters) or se=False")
@@ -334,7 +336,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
         if leaderboard:
-            result.fit_stats["method_rule"] = auto_note(requested, method, None, design.mask)
+            result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells)
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:

@@ -21,8 +21,8 @@ from .. import model as mdl
 from ..devices import examinee_multiple, place_examinees
 from ..examinee_blocks import response_blocks
 from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
-                       item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
-                       quadrature, to_matrix, update_centres)
+                    item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
+                    quadrature, to_matrix, update_centres)
 from .information import louis_hessian, louis_low_rank_parts, marginal_scores, score_cross_product
 
 # The exact Hessian by Louis' identity (:func:`irtexam.irt.marginal.information.louis_hessian`) costs about
@@ -224,12 +224,23 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         hyper = {k: jnp.asarray(state[3][j]) for j, k in enumerate(hyper_keys)}
         state = state[:3]
         X, mean, log_sd = (jax.device_put(x) for x in state)
+        em_seconds = time.perf_counter() - started
+
+        def posterior_at(X: Any, mean: Any, log_sd: Any) -> tuple[Any, Any, np.ndarray]:
+            """(expected counts, marginal log-likelihood, posterior weights (E, Q) on the host) at the estimate."""
+            if blocks.shape[0] == 1:  # one block: the E-step's own weights (no kernel more to load)
+                counts, ll, _, w = e_step(X, mean, log_sd, blocks, block_groups, nodes)
+            else:
+                w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
+                counts = np.zeros((nodes_host.shape[0], n_items, max_score + 1))  # the prior below needs none
+            # the host copy only: 10^8 cells' posterior weights are 100 MB on the device
+            return counts, ll, np.asarray(w, dtype=np.float64)[:n_examinees]
+
+        counts, ll, weights = posterior_at(X, mean, log_sd)
         if refine is not None:
-            w_now = (e_step(X, mean, log_sd, blocks, block_groups, nodes)[3] if blocks.shape[0] == 1
-                     else stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)[0])
-            finer = refine(np.asarray(w_now, dtype=np.float64)[:n_examinees], nodes_host)
-            del w_now
+            finer = refine(weights, nodes_host)
             if finer > n_nodes:
+                del counts, ll, weights  # the coarse grid's, not held while the finer fit runs
                 refined = em_estimate(spec, y, mask, max_score=max_score, groups=groups, fixed=fixed,
                                       start=np.asarray(X), tol=tol, max_cycles=max_cycles, se=se, n_nodes=finer,
                                       polish=polish, progress=progress, refine=refine)
@@ -237,7 +248,6 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 refined.info["coarser_grids"] = [n_nodes] + refined.info.get("coarser_grids", [])
                 refined.info["seconds"] = time.perf_counter() - started
                 return refined
-        em_seconds = time.perf_counter() - started
         objective = compiled["objective"]
         args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
         newton_steps = 0
@@ -264,13 +274,7 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
                 newton_steps += 1
             X, mean, log_sd = layout.unflatten(flat, X, mean, log_sd)
             args = (X, mean, log_sd, blocks, block_groups, nodes, hyper)
-        if blocks.shape[0] == 1:  # one block: the E-step's own weights (no kernel more to load)
-            counts, ll, _, w = e_step(X, mean, log_sd, blocks, block_groups, nodes)
-        else:
-            w, ll = stored["posterior"](X, mean, log_sd, blocks, block_groups, nodes)
-            counts = np.zeros((nodes_host.shape[0], n_items, max_score + 1))  # the prior below needs none
-        weights = np.asarray(w, dtype=np.float64)[:n_examinees]
-        del w  # the device copy: 10^8 cells' posterior weights are 100 MB
+            counts, ll, weights = posterior_at(X, mean, log_sd)  # at the polished mode
         loglik = float(ll)
         log_post = loglik + float(m_step(X, counts, nodes, hyper, free)[1])
         covariance = root = None
@@ -360,20 +364,24 @@ class LowRankCovariance:
     U: np.ndarray                # (P, r)
     C: np.ndarray                # (r, r)
     sign: int = 1
+    C_root: np.ndarray | None = None   # sign -1: lower Cholesky factor of C (its draws; its existence: Q is PD)
     # diag(Q^-1), computed on first use: P r^2 operations (about 1 s at 30,000 parameters x 1000 examinees), and
     # a fit reads it for the wide-interval check, the guessing share and the population table
     _diagonal: np.ndarray | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_parts(cls, prior_blocks: np.ndarray, scores: np.ndarray, sign: int = 1) -> "LowRankCovariance":
-        """From the blocks B_i (I, p, p) and the low-rank rows V (r, P), Q = B + sign V'V."""
+        """From the blocks B_i (I, p, p) and the low-rank rows V (r, P), Q = B + sign V'V. Raises
+        ``np.linalg.LinAlgError`` where a block B_i, or with ``sign=-1`` Q itself, is not positive definite (Q is iff
+        C = (I - V B^-1 V')^-1 is, whose Cholesky factor the draws use)."""
         symmetric = 0.5 * (prior_blocks + np.swapaxes(prior_blocks, 1, 2))
         inverse_blocks = np.linalg.inv(symmetric)
         root_blocks = np.linalg.cholesky(symmetric)
         I, p = inverse_blocks.shape[:2]
         U = np.einsum("iab,ibe->iae", inverse_blocks, scores.T.reshape(I, p, -1)).reshape(I * p, -1)
         C = np.linalg.inv(np.eye(scores.shape[0]) + sign * (scores @ U))
-        return cls(inverse_blocks, root_blocks, scores, U, C, sign)
+        C_root = np.linalg.cholesky(0.5 * (C + C.T)) if sign < 0 else None
+        return cls(inverse_blocks, root_blocks, scores, U, C, sign, C_root)
 
     def _solve_blocks(self, matrix: np.ndarray) -> np.ndarray:
         """B^-1 M for M of shape (P, k)."""
@@ -397,8 +405,7 @@ class LowRankCovariance:
         z2 = rng.standard_normal((self.scores.shape[0], n))
         if self.sign < 0:
             first = np.linalg.solve(np.swapaxes(self.root_blocks, 1, 2), z1).reshape(I * p, n)
-            lower = np.linalg.cholesky(0.5 * (self.C + self.C.T))
-            return (first + self.U @ (lower @ z2)).T
+            return (first + self.U @ (self.C_root @ z2)).T
         v = np.einsum("iab,ibn->ian", self.root_blocks, z1).reshape(I * p, n) + self.scores.T @ z2
         x = self._solve_blocks(v) - self.U @ (self.C @ (self.U.T @ v))
         return x.T
@@ -448,16 +455,10 @@ def _louis_low_rank_covariance(compiled: Mapping[str, Callable], args: tuple,
     then takes the score cross-product)."""
     blocks, rows = compiled["louis_low_rank"](*args)
     blocks = np.asarray(blocks, dtype=np.float64)[layout.free_rows]
-    try:
-        covariance = LowRankCovariance.from_parts(blocks, np.asarray(rows, dtype=np.float64), sign=-1)
+    try:  # refused where B - V'V is not positive definite (from_parts)
+        return LowRankCovariance.from_parts(blocks, np.asarray(rows, dtype=np.float64), sign=-1)
     except np.linalg.LinAlgError:
         return None
-    # Q = B - V'V is positive definite iff I - V B^-1 V' is, i.e. iff C = (I - V B^-1 V')^-1 is
-    try:
-        np.linalg.cholesky(0.5 * (covariance.C + covariance.C.T))
-    except np.linalg.LinAlgError:
-        return None
-    return covariance
 
 
 def _prior_curvature(blocks: np.ndarray, layout: Layout) -> np.ndarray:

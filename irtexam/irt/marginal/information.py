@@ -16,7 +16,7 @@ import numpy as np
 from .. import model as mdl
 from ..examinee_blocks import block_onehot, over_blocks
 from .steps import (Layout, block_hessians, examinee_node_loglik, item_objectives, marginal_log_posterior,
-                       node_log_probs, population_log_weights, posterior_over_nodes)
+                    node_log_probs, population_log_weights, posterior_over_nodes, small_cholesky)
 
 
 def _block_scores(X: Any, mean: Any, log_sd: Any, y: Any, group: Any, nodes: Any, logp: Any, dlogp: Sequence[Any],
@@ -194,12 +194,10 @@ def louis_low_rank_parts(X: Any, mean: Any, log_sd: Any, responses: Any, groups:
         # einsum built a (B, Q, I, p) temporary (1.5 GB and 24 s at 2,000 items x 200 examinees on 241 nodes)
         moments = jnp.einsum("eqc,qika->ecika", w[:, :, None] * basis, D)
         cross = jnp.einsum("kie,ecika->eiac", onehot, moments)[:, rows]                  # (B, I_free, p, 2)
-        # Sigma^-1 = L^-T L^-1 (L lower Cholesky, 2 x 2 by hand): G Sigma^-1 G' = (G L^-T)(G L^-T)'
-        l11 = jnp.sqrt(sigma[:, 0, 0])
-        l21 = sigma[:, 1, 0] / l11
-        l22 = jnp.sqrt(jnp.maximum(sigma[:, 1, 1] - l21 ** 2, 1e-300))
-        first = cross[..., 0] / l11[:, None, None]
-        second = (cross[..., 1] - l21[:, None, None] * first) / l22[:, None, None]
+        # Sigma^-1 = L^-T L^-1 (L lower Cholesky): G Sigma^-1 G' = (G L^-T)(G L^-T)'
+        L, _ = small_cholesky(sigma)
+        first = cross[..., 0] / L[0][0][:, None, None]
+        second = (cross[..., 1] - L[1][0][:, None, None] * first) / L[1][1][:, None, None]
         factor = jnp.stack([first, second], axis=1)                                     # (B, 2, I_free, p)
         counts = jnp.einsum("kie,eq->qik", onehot, w)
         return counts, factor.reshape(factor.shape[0] * 2, -1)
