@@ -20,7 +20,8 @@ from ...errors import DivergedError, IrtexamError
 from .. import model as mdl
 from ..devices import examinee_multiple, place_examinees
 from ..examinee_blocks import response_blocks
-from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, from_matrix, item_columns,
+from .steps import (N_NODES, Groups, Layout, _e_step, _m_step_items, block_hessians, expanded_scale_step, from_matrix,
+                    item_columns,
                     item_log_prior, make_groups, marginal_log_posterior, population_moments, posterior_weights,
                     quadrature, to_matrix, update_centres)
 from .information import louis_hessian, louis_low_rank_parts, marginal_scores, score_cross_product
@@ -162,6 +163,11 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
         free_mean, free_sd = np.asarray(groups.free_mean), np.asarray(groups.free_sd)
 
         hyper_keys = tuple(sorted(hyper))
+        # on a refined grid (posteriors narrower than 61 nodes' spacing) the reference group's moments move into
+        # the items each cycle (steps.expanded_scale_step); not with anchors, which fix the scale themselves
+        expanded = n_nodes > N_NODES and not fixed
+        expand_location = expanded and not bool(free_mean[0])
+        expand_scale = expanded and not bool(free_sd[0]) and "a" in columns
 
         def em_map(state: tuple) -> tuple[tuple, float]:
             """One EM cycle from ``state`` = (X, mean, log_sd, h), h the learned prior centres in ``hyper_keys``
@@ -173,6 +179,9 @@ def em_estimate(spec: mdl.ModelSpec, y: np.ndarray, mask: np.ndarray, *, max_sco
             X_new, prior_value = m_step(X, counts, nodes, current, free)
             new_mean, new_log_sd = population_moments(np.asarray(mass), nodes_host)
             value = float(ll) + float(prior_value)
+            if expand_location or expand_scale:
+                X_new, new_mean, new_log_sd = expanded_scale_step(np.asarray(X_new), new_mean, new_log_sd, columns,
+                                                                  expand_location, expand_scale)
             if hyper_keys:  # the learned prior centres, empirical Bayes
                 stepped = update_centres(X_new, free_rows, current, columns=columns, spec=spec)
                 h = np.array([stepped[k] for k in hyper_keys])

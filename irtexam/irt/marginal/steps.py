@@ -333,6 +333,43 @@ def population_moments(mass: Any, nodes: Any) -> tuple[Any, Any]:
     return mean, 0.5 * np.log(np.maximum(var, 1e-6))
 
 
+def expanded_scale_step(X: np.ndarray, mean: np.ndarray, log_sd: np.ndarray, columns: Sequence[str],
+                        location: bool, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parameter-expanded EM (Liu, Rubin & Wu 1998): re-express a cycle's answer on the reference group's scale.
+
+    The M-step's posterior moments of the reference group (``mean[0]``, ``log_sd[0]``: mu, log sigma) are moved
+    into the items, theta = mu + sigma theta', so that the likelihood is unchanged and the reference group stays
+    N(0, 1): binary items a' = a sigma (log a + log sigma), d' = d + a mu (1PL: a = 1); graded items
+    a' = a sigma, b1' = (b1 - mu) / sigma, log gap' = log gap - log sigma; every other group
+    mean_g' = (mean_g - mu) / sigma, log sd_g' = log sd_g - log sigma. ``location`` / ``scale`` say which of the
+    two the reference group holds fixed (its free moments are left as they are).
+
+    Why: where every posterior is narrow (thousands of items per examinee) plain EM moves the common location
+    and unit of the abilities by about (posterior var / prior var) of the remaining distance a cycle, so it
+    stops far from the mode (3PL 3,000 items x 250: every ability 0.15 low after 73 cycles); with this step
+    that mode is solved each cycle.
+    """
+    X = np.array(X, dtype=np.float64)
+    mean, log_sd = np.array(mean, dtype=np.float64), np.array(log_sd, dtype=np.float64)
+    mu = mean[0] if location else 0.0
+    log_sigma = log_sd[0] if scale else 0.0
+    sigma = float(np.exp(log_sigma))
+    index = {name: k for k, name in enumerate(columns)}
+    slope = np.exp(X[:, index["a"]]) if "a" in index else np.ones(X.shape[0])
+    if "d" in index:
+        X[:, index["d"]] += slope * mu
+    if "b1" in index:
+        X[:, index["b1"]] = (X[:, index["b1"]] - mu) / sigma
+    for name, k in index.items():
+        if name.startswith("gap"):
+            X[:, k] -= log_sigma
+    if "a" in index:
+        X[:, index["a"]] += log_sigma
+    mean = (mean - mu) / sigma
+    log_sd = log_sd - log_sigma
+    return X, mean, log_sd
+
+
 def centre_update(values: np.ndarray, precision: float, hyper_loc: float, hyper_scale: float) -> float:
     """The empirical-Bayes centre of a normal item prior given the free items' current values u_i (unconstrained):
     the mode in mu of sum_i log N(u_i | mu, 1 / tau) + log N(mu | m0, s0^2),
