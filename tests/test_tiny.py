@@ -227,3 +227,45 @@ def test_misfit_is_measured_on_calibration_models_with_a_few_missing_answers():
     assert result is not None and result["models"] == 120
     assert np.sqrt(result["misfit_var"]) < 0.01 and np.sqrt(result["subset_bias2"]) < 0.02
     assert calibration_errors(TinyBank(bank.ids, bank.params, cal[:, :9]), answered, np.ones(bank.n_items)) is None
+
+
+def test_shrink_slopes_recovers_the_slope_distribution_and_removes_the_winners_curse():
+    """Items of known log a ~ N(-0.1, 0.35^2) estimated with noise sd 0.15 under the fit's N(0, 0.5^2) prior
+    (posterior modes and normal draws): the estimated (mu, tau) recover the truth, and the 100 items of largest
+    estimated a, over-estimated by the prior's mode, are unbiased after shrinking."""
+    from irtexam.bank.tiny import shrink_slopes
+
+    rng = np.random.default_rng(3)
+    n, noise, s0 = 3000, 0.15, 0.5
+    true = rng.normal(-0.1, 0.35, n)
+    obs = true + noise * rng.standard_normal(n)
+    post_var = 1.0 / (1.0 / noise ** 2 + 1.0 / s0 ** 2)
+    mode = post_var * obs / noise ** 2
+    draws = mode + np.sqrt(post_var) * rng.standard_normal((4000, n))
+    a, info = shrink_slopes(np.exp(mode), np.exp(draws), 0.0, s0)
+    assert info["mu"] == pytest.approx(-0.1, abs=0.02) and info["tau"] == pytest.approx(0.35, abs=0.02)
+    top = np.argsort(-mode)[:100]
+    assert np.mean(mode[top] - true[top]) > 0.05                      # the winner's curse of the fit's modes
+    assert abs(np.mean(np.log(a[top]) - true[top])) < 0.02            # gone after shrinking
+    # the formula by hand for one item, with the returned (mu, tau)
+    v = np.var(draws[:, 0], ddof=1)
+    lam = 1 / v - 1 / s0 ** 2
+    ell = mode[0] / v / lam
+    expected = (lam * ell + info["mu"] / info["tau"] ** 2) / (lam + 1 / info["tau"] ** 2)
+    assert np.log(a[0]) == pytest.approx(expected, abs=1e-9)
+    # a bank spread wider than the fit's prior (tau 0.7 > 0.5) keeps the fit's slopes
+    wide = rng.normal(0.0, 0.7, n)
+    mode = post_var * (wide + noise * rng.standard_normal(n)) / noise ** 2
+    same, info = shrink_slopes(np.exp(mode), np.exp(mode + np.sqrt(post_var) * rng.standard_normal((500, n))), 0.0, s0)
+    assert not info["applied"] and info["tau"] > s0 and np.array_equal(same, np.exp(mode))
+
+
+def test_truth_on_the_bank_scale_is_the_calibration_line():
+    from irtexam.bank.tiny_check import truth_on_bank_scale
+
+    truth = pd.Series([0.0, 1.0, 2.0, -1.0, 0.5], index=list("abcde"))
+    calibrated = 0.3 + 1.25 * truth[["a", "b", "c", "d"]]
+    out = truth_on_bank_scale(truth, calibrated, ["e", "a"])
+    np.testing.assert_allclose(out.to_numpy(), [0.3 + 1.25 * 0.5, 0.3])
+    with pytest.raises(IrtexamError, match="truth theta"):
+        truth_on_bank_scale(truth, calibrated[:2], ["e"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 import irtexam
 from irtexam.bank.tiny import score_models
@@ -132,3 +133,17 @@ def test_adapt_misfit_uses_calibration_models_with_a_few_missing_answers():
     answers = dict(zip(bank.ids, np.nan_to_num(y[:, 0])))
     summary = run_cat(bank, answers.get, max_items=5, selection="mfi").summary
     assert summary["misfit_sd"] == pytest.approx(np.sqrt(curve[5])) and summary["misfit_examinees"] >= 20
+
+
+def test_a_fitted_bank_has_empirical_bayes_slopes(bank_dir):
+    """A fit folder's bank shrinks the fit's slopes toward the bank's own spread (tau below the fit's prior sd
+    0.5 on this simulation of a ~ LogNormal(0, 0.35)), keeps b and nearly the slopes' order, and shrink=False keeps the fit's slopes."""
+    from irtexam.bank.tiny import TinyBank
+
+    shrunk, raw = TinyBank.coerce(bank_dir[0] / "fit"), TinyBank.coerce(bank_dir[0] / "fit", shrink=False)
+    assert shrunk.shrinkage["applied"] and raw.shrinkage is None
+    assert 0.1 < shrunk.shrinkage["tau"] < 0.5
+    np.testing.assert_allclose(shrunk.params.b, raw.params.b)
+    log_shrunk, log_raw = np.log(shrunk.params.a), np.log(raw.params.a)
+    assert np.std(log_shrunk) < np.std(log_raw)
+    assert stats.spearmanr(log_shrunk, log_raw)[0] > 0.9

@@ -11,7 +11,8 @@ full-bank truth:
   (``subset``): mean absolute error and the share of 90% intervals that cover the truth;
 * ability: the ability scored from all the bank's items (same bank, same EAP) against the k-item ability:
   mean absolute error, 90% coverage, and the slope of the k-item ability on it (OLS; 1 = no squeeze); with
-  ``truth_theta`` (a simulation's true abilities) the same slope and coverage against the truth.
+  ``truth_theta`` (a simulation's true abilities) the same slope and coverage against the truth put on the
+  bank's scale (:func:`truth_on_bank_scale`: the calibration sets its unit by its own models' abilities).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .tiny import TinyBank, score_models
 DEFAULT_KS = (25, 50, 100, 200)
 MIN_TRAIN_MODELS = 10
 
-__all__ = ["TinyValidation", "validate_tiny", "split_models", "check_metrics", "DEFAULT_KS"]
+__all__ = ["TinyValidation", "validate_tiny", "split_models", "check_metrics", "truth_on_bank_scale", "DEFAULT_KS"]
 
 
 @dataclass
@@ -164,9 +165,12 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
         say(f"split {r + 1}/{splits}: calibrated {bank.n_items} items on {len(train)} models ({calibration.method})")
         held = rm.subset(items=list(bank.ids), examinees=test)
         wide = pd.DataFrame(held.values.T, index=list(held.examinees), columns=list(held.items))
-        truths.append(pd.DataFrame({"accuracy": wide.mean(axis=1),
-                                    "theta_full": score_models(bank, wide, misfit=False, seed=seed,
-                                                               estimator=estimator)["theta"]}))
+        frame = pd.DataFrame({"accuracy": wide.mean(axis=1),
+                              "theta_full": score_models(bank, wide, misfit=False, seed=seed,
+                                                         estimator=estimator)["theta"]})
+        if truth is not None:
+            frame["truth"] = truth_on_bank_scale(truth, calibration.examinees["theta"], test)
+        truths.append(frame)
         for rule in rules:
             for k in sorted({int(k) for k in ks if int(k) <= bank.n_items}):
                 subset = select_subset(bank, k, rule, seed=seed + r)
@@ -181,12 +185,28 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
     for (rule, k), frames in pooled.items():
         scores = pd.concat(frames)
         rows.append({"rule": rule, "k": k, "models": len(scores),
-                     **check_metrics(scores, truth_table["accuracy"], truth_table["theta_full"], truth),
+                     **check_metrics(scores, truth_table["accuracy"], truth_table["theta_full"],
+                                     truth_table["truth"] if truth is not None else None),
                      "misfit_sd": float(scores["misfit_sd"].mean()), "blend_weight": float(scores["blend_weight"].mean())})
     settings = {"model": model, "method": sorted(set(methods)), "holdout": holdout, "splits": splits, "seed": seed,
                 "estimator": estimator, "bank_items": bank.n_items, "ks": [int(k) for k in ks], "rules": list(rules),
                 "source": rm.source}
     return TinyValidation(pd.DataFrame(rows), bank, train, test, settings)
+
+
+def truth_on_bank_scale(truth: pd.Series, calibrated: pd.Series, models: Sequence[str]) -> pd.Series:
+    """True abilities of ``models`` on the bank's scale: alpha + beta theta, with (alpha, beta) the OLS line of
+    the calibration models' fitted abilities ``calibrated`` on their true ones. A calibration fixes its scale
+    on its own models (mean 0, sd 1 of their abilities), so a sample of true sd 0.92 makes the bank's unit
+    1 / 0.92 of the truth's, and an estimator without any error would show a slope of 1.09 against the raw
+    truth."""
+    both = pd.concat([truth.rename("t"), calibrated.astype(float).rename("c")], axis=1, join="inner").dropna()
+    if len(both) < 3:
+        raise IrtexamError("truth theta: fewer than 3 calibration models have a true ability: pass the truth file "
+                           "of this simulation")
+    beta = _slope(both["c"], both["t"])
+    alpha = float(both["c"].mean() - beta * both["t"].mean())
+    return alpha + beta * truth.reindex(list(models)).astype(float)
 
 
 def _truth_series(truth_theta: Any, rm: ResponseMatrix) -> pd.Series | None:
