@@ -455,7 +455,10 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
     unconstrained: dict[str, np.ndarray] = {}
     if cov.person_keys:
         phi0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(-1) for k in cov.person_keys])
-        delta = rng.standard_normal((n_draws, phi0.size)) @ _sqrt_psd(cov.person_cov).T
+        if cov.person_precision is not None:  # structured person block (blockwise fits without facets)
+            delta = cov.person_precision.sample(n_draws, rng)
+        else:
+            delta = rng.standard_normal((n_draws, phi0.size)) @ _sqrt_psd(cov.person_cov).T
         delta = _without_scale_direction(delta, params, cov, spec)
         phi = phi0[None] + delta
         for key in cov.person_keys:

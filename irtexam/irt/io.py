@@ -32,7 +32,7 @@ from ..paths import file_sha256
 from ..responses import ResponseMatrix
 from . import model as mdl
 from .draws import DrawDiagnostics
-from .laplace import LaplaceCovariance
+from .laplace import LaplaceCovariance, StandardisedPersonPrecision
 
 
 def _jsonable(value):
@@ -112,7 +112,13 @@ def _write_fit(result, directory: Path, netcdf: bool) -> None:
     arrays = {f"param__{k}": np.asarray(v) for k, v in result.params.items()}
     if result.laplace is not None:
         cov = result.laplace
-        arrays.update({"laplace__item_cov": cov.item_cov, "laplace__person_cov": cov.person_cov, "laplace__M": cov.M})
+        arrays["laplace__item_cov"] = cov.item_cov
+        if cov.person_precision is not None:  # structured: O(n) numbers, not two n x n matrices
+            precision = cov.person_precision
+            arrays.update({"laplace__w": precision.w, "laplace__prior": precision.prior, "laplace__V": precision.V,
+                           "laplace__sd": np.asarray(precision.sd)})
+        else:
+            arrays.update({"laplace__person_cov": cov.person_cov, "laplace__M": cov.M})
     np.savez(directory / "params.npz", **arrays)
     draw_diag = getattr(result, "draw_diagnostics", None)
     meta = {
@@ -212,7 +218,11 @@ def read_fit(directory: str | Path) -> dict:
             item_slices={k: slice(*v) for k, v in info["item_slices"].items()},
             item_cov=arrays["laplace__item_cov"], person_keys=tuple(info["person_keys"]),
             person_slices={k: slice(*v) for k, v in info["person_slices"].items()},
-            person_cov=arrays["laplace__person_cov"], M=arrays["laplace__M"], mode=info["mode"])
+            person_cov=arrays["laplace__person_cov"] if "laplace__person_cov" in arrays.files else None,
+            M=arrays["laplace__M"] if "laplace__M" in arrays.files else None, mode=info["mode"],
+            person_precision=StandardisedPersonPrecision(arrays["laplace__w"], arrays["laplace__prior"],
+                                                         arrays["laplace__V"], float(arrays["laplace__sd"]))
+            if "laplace__w" in arrays.files else None)
     items = pd.read_csv(directory / "items.csv", index_col="item", dtype={"item": str})
     point_columns = [c for c in ("a", "b") if c in items]
     if not np.isfinite(items[point_columns].to_numpy(dtype=float)).all():
