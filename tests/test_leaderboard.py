@@ -54,6 +54,11 @@ def test_auto_picks_the_joint_mode_where_examinees_answer_many_items_unless_a_ma
     # 10^8 cells of 500 items x 200,000 examinees: the marginal estimator's byte a cell, not the joint mode's copies
     assert resolve_method("auto", None, 500, per_examinee=500, cells=500 * 200_000) == "em"
     assert resolve_method("auto", None, 12032, per_examinee=12032, cells=12032 * 2211) == "map"
+    # many examinees for the items: the joint mode's O(1 / items) item bias outgrows its O(1 / sqrt(examinees))
+    # errors (3PL 600 x 20,000: map's a intervals covered 0.78, em's 0.92)
+    assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 20_000) == "em"
+    assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 3_600) == "map"
+    assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 3_601) == "em"
     observed = np.ones((600, 4), dtype=bool)
     observed[:200, 0] = False   # one examinee answered 400: the median is still 600
     assert items_per_examinee(observed) == 600.0

@@ -86,6 +86,12 @@ LEADERBOARD_ITEMS = 500
 # cells of 500 items x 200,000 examinees) "auto" stays with the marginal estimator, whose grid is refined to the
 # posteriors' width (irtexam.irt.marginal.fit.refined_nodes)
 LEADERBOARD_MAX_CELLS = 5e7
+# ... and with at most items^2 x this many examinees: the joint mode's item estimates carry a bias of order
+# 1 / (items per examinee) (Neyman-Scott) and have standard errors of order 1 / sqrt(examinees), so their
+# intervals hold only where the bias is a small part of an error, examinees <= items^2 / 100 (bias ~0.1 sd). 3PL,
+# 600 items x 20,000 examinees (ratio 0.056): map a x1.041, b slope 0.961, 90% intervals of a covering 0.78 in
+# 27 s; em 1.020 / 0.977, covering 0.92 in 56 s. The leaderboard shapes sit far below (12,032 x 2,211: 1.5e-5).
+LEADERBOARD_EXAMINEE_RATIO = 0.01
 # ... and there the c prior's centre is held at 1 / n_choices unless guessing_centre is given: the joint mode's
 # learned centre follows the logit-Beta prior's normaliser, summed over thousands of items, towards c = 1/2 (3PL,
 # 2,000 items x 1,000 models, c ~ Beta(5, 15): learned c +0.032 and a x1.081; held +0.007 and x1.029)
@@ -106,14 +112,17 @@ def resolve_method(method: str, facets: Sequence[str] | None, n_items: int, per_
     mode "map"; without facets the marginal estimator "em" (item parameters consistent however few items each
     examinee answers), except where the median examinee answered at least :data:`LEADERBOARD_ITEMS` items
     (``per_examinee``, :func:`items_per_examinee`; LLM leaderboards), no option that only the marginal
-    estimator has was asked for (``marginal_only``: their names) and the matrix has at most
-    :data:`LEADERBOARD_MAX_CELLS` cells (``cells``, items x examinees): there the joint mode "map", consistent when
-    both examinees and items are many, and faster than the marginal estimator's refined grid."""
+    estimator has was asked for (``marginal_only``: their names), the matrix has at most
+    :data:`LEADERBOARD_MAX_CELLS` cells (``cells``, items x examinees) and at most ``per_examinee``^2 x
+    :data:`LEADERBOARD_EXAMINEE_RATIO` examinees (cells / n_items): there the joint mode "map", consistent when
+    both examinees and items are many (its item bias, of order 1 / items per examinee, a small part of an error of
+    order 1 / sqrt(examinees)), and faster than the marginal estimator's refined grid."""
     if method != "auto":
         return method
     if not facets:
         if (per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS and not marginal_only
-                and cells <= LEADERBOARD_MAX_CELLS):
+                and cells <= LEADERBOARD_MAX_CELLS
+                and cells / max(n_items, 1) <= LEADERBOARD_EXAMINEE_RATIO * per_examinee ** 2):
             return "map"
         return "em"
     return "nuts" if n_items < SMALL_EXAM_ITEMS else "map"
@@ -142,8 +151,10 @@ def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_exa
         return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
                 "joint mode is consistent and fast; --method em forces the marginal estimator")
     if per_examinee >= LEADERBOARD_ITEMS:
-        return (f"auto: no facets, {cells:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} "
-                "(memory), or an option only the marginal estimator has; its grid follows the posteriors' width")
+        return (f"auto: no facets, {cells:.3g} cells (the joint mode's limit {LEADERBOARD_MAX_CELLS:.0e}), more "
+                f"examinees than {LEADERBOARD_EXAMINEE_RATIO:g} x items^2 (where the joint mode's item bias "
+                "outgrows their errors), or an option only the marginal estimator has; the marginal estimator's grid "
+                "follows the posteriors' width")
     return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
             "--method map forces the joint mode")
 
