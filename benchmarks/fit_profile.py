@@ -10,7 +10,8 @@ Each size runs twice, each time in a fresh process with a cold compile cache (a 
 ``IRTEXAM_JAX_CACHE_DIR``): once timed whole (``irtexam.fit(responses, model="3pl")``, method auto; the peak
 resident memory of the fit, the process's peak reset after the responses are simulated), once under cProfile.
 The breakdown's rows are cumulative times of the named functions in the profiled run (slower than the timed one
-by the profiler's overhead); "XLA compiles" lies inside the others (most of it inside EM).
+by the profiler's overhead); the rows marked "inside" are parts of the rows above them (the EM cycles, the
+response blocks and most XLA compiles lie inside EM).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ CATEGORIES = {
     "guessing shares": [("irtexam/irt/marginal/guessing.py", "guessing_complete_data_share"),
                         ("irtexam/irt/marginal/guessing.py", "guessing_data_share")],
     "fit statistics": [("irtexam/irt/stats.py", "fit_statistics")],
+    "EM cycles (em_map: E- and M-steps, inside EM)": [("irtexam/irt/marginal/em.py", "em_map")],
+    "response blocks (inside EM)": [("irtexam/irt/examinee_blocks.py", "response_blocks")],
     "XLA compiles (inside the above)": [("jax/_src/compiler.py", "backend_compile_and_load"),
                                         ("jax/_src/compiler.py", "backend_compile")],
 }
