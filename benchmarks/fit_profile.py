@@ -5,6 +5,7 @@ statistics, XLA compiles).
 
     .venv/bin/python benchmarks/fit_profile.py                          # 10^7 and 10^8 cells, 3PL
     .venv/bin/python benchmarks/fit_profile.py --sizes 500x200000       # one size, items x examinees
+    .venv/bin/python benchmarks/fit_profile.py --parts --sizes 500x200000   # the moved parts alone, old and new
 
 Each size runs twice, each time in a fresh process with a cold compile cache (a temporary
 ``IRTEXAM_JAX_CACHE_DIR``): once timed whole (``irtexam.fit(responses, model="3pl")``, method auto; the peak
@@ -93,6 +94,52 @@ print("RESULT " + json.dumps(out))
 """
 
 
+PARTS = r"""
+import sys, time
+import numpy as np
+from irtexam.irt.marginal import fit as mf
+from irtexam.irt.marginal.abilities import posterior_summary
+from irtexam.irt.marginal.steps import quadrature
+from irtexam.responses import _row_range, cell_ranges
+from irtexam.irt.fit import default_draws
+from irtexam.irt.simulate import simulate
+
+n_items, n_examinees = int(sys.argv[1]), int(sys.argv[2])
+n_draws = default_draws("em", n_examinees)
+rng = np.random.default_rng(0)
+nodes = np.asarray(quadrature(61), dtype=np.float64)
+mu, sd = rng.normal(size=n_examinees), rng.uniform(0.1, 0.5, size=n_examinees)  # 3PL posteriors at 200-500 items
+w = np.exp(-0.5 * ((nodes[None, :] - mu[:, None]) / sd[:, None]) ** 2)
+w /= w.sum(axis=1, keepdims=True)
+
+
+def seconds(fn):
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+host = seconds(lambda: (mf.eap(w, nodes), mf.posterior_quantiles(w, nodes, (0.05, 0.95)),
+                        mf.sample_abilities(w, nodes, n_draws, np.random.default_rng(1))))
+cold = seconds(lambda: posterior_summary(w, nodes, (0.05, 0.95), n_draws, seed=1))
+warm = seconds(lambda: posterior_summary(w, nodes, (0.05, 0.95), n_draws, seed=1))
+print(f"| ability EAP, sd, 90% interval, {n_draws} draws | {host:.2f} | {cold:.2f} | {warm:.2f} |")
+values = simulate(n_items, n_examinees, model="3pl", seed=1)[0].values
+old = seconds(lambda: (_row_range(values), _row_range(values), _row_range(values.T)))
+new = seconds(lambda: cell_ranges(values))
+print(f"| input checks: constant and separating items, constant examinees | {old:.2f} | {new:.2f} | {new:.2f} |")
+"""
+
+
+def run_parts(items: int, examinees: int, timeout: float) -> str:
+    """The moved parts alone (:data:`PARTS`) in a fresh process with a cold compile cache: its table rows."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "IRTEXAM_JAX_CACHE_DIR": cache}
+        out = subprocess.run([sys.executable, "-c", PARTS, str(items), str(examinees)], env=env,
+                             capture_output=True, text=True, timeout=timeout)
+    return out.stdout.strip() if out.returncode == 0 else f"failed: {out.stderr.strip()[-300:]}"
+
+
 def run_one(items: int, examinees: int, profile: bool, timeout: float) -> dict:
     """One fit in a fresh process with a cold compile cache: its RESULT line as a dict (or the error)."""
     with tempfile.TemporaryDirectory() as cache:
@@ -113,10 +160,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=SIZES, help="items x examinees, e.g. 500x200000")
     parser.add_argument("--no-profile", action="store_true", help="the timed run only")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the moved parts alone: the host NumPy versions against the new ones (cold, warm)")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds for one run")
     args = parser.parse_args()
     for size in args.sizes:
         items, examinees = (int(x) for x in size.lower().split("x"))
+        if args.parts:
+            print(f"## {items:,} items x {examinees:,} examinees: seconds of the parts alone")
+            print("| part | before (host NumPy) | now, cold compile | now, warm |")
+            print("| --- | --- | --- | --- |")
+            print(run_parts(items, examinees, args.timeout), flush=True)
+            continue
         timed = run_one(items, examinees, False, args.timeout)
         print(f"## 3PL {items:,} items x {examinees:,} examinees ({items * examinees:,} cells)")
         if "error" in timed:

@@ -2,11 +2,12 @@
 
 Each examinee m has a posterior over the quadrature nodes theta_1 < ... < theta_Q (spacing h), weights w_mq.
 :func:`posterior_summary` turns the (E, Q) weights into everything the examinee table and the draws need, a block
-of examinees at a time in one compiled program (``lax.map`` over the blocks: one block's temporaries in memory):
+of examinees at a time in one compiled program (``lax.map`` over the blocks: one block's temporaries in memory;
+on a GPU the weights go to it once, the arithmetic and the random numbers stay there, only the results return):
 
 * EAP and posterior sd: mu_m = sum_q w_mq theta_q, sd_m = sqrt(max(sum_q w_mq theta_q^2 - mu_m^2, 0));
 * quantiles and draws by the inverse of the piecewise-linear CDF that spreads node q's mass evenly over its cell
-  [theta_q - h/2, theta_q + h/2]: with F_mq = sum_{r <= q} w_mr and k = #{q < Q: F_mq < u} (at most Q - 1),
+  [theta_q - h/2, theta_q + h/2]: with F_mq = sum_{r <= q} w_mr and k = 1 + #{q < Q: F_mq < u} (at most Q),
 
       F_m^{-1}(u) = theta_k - h/2 + h clip((u - (F_mk - w_mk)) / w_mk, 0, 1);
 
