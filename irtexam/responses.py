@@ -25,13 +25,13 @@ import gzip
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .memory import row_blocks
+from .memory import BLOCK_CELLS, row_blocks
 from .scores import (ITEM_META_PREFIX, REQUIRED_COLUMNS, _invalid_numbers, _natural_key,  # noqa: F401
                      _parse_score, natural_sorted)
 from .table_checks import (category_gaps, check_constant_within, check_header,
@@ -585,19 +585,21 @@ class ResponseMatrix:
         They carry no information about ability differences (their difficulty is
         identified only by the prior).
         """
-        return self._constant(self.values, self.items)
+        return self._constant(cell_ranges(self.values).items, self.items)
 
     def separating_items(self) -> list[str]:
         """Items whose observed responses differ between examinees: the only ones that inform ability differences."""
-        _, low, high = _row_range(self.values)
-        return [self.items[k] for k in np.flatnonzero(high > low)]
+        return self._separating(cell_ranges(self.values).items)
 
     def constant_examinees(self) -> dict[str, list[str]]:
         """Examinees with all-same observed responses: {'all_correct': [...], 'all_wrong': [...]}."""
-        return self._constant(self.values.T, self.examinees)
+        return self._constant(cell_ranges(self.values).examinees, self.examinees)
 
-    def _constant(self, values: np.ndarray, ids: tuple[str, ...]) -> dict[str, list[str]]:
-        count, low, high = _row_range(values)
+    def _separating(self, ranges: "LineRanges") -> list[str]:
+        return [self.items[k] for k in np.flatnonzero(ranges.high > ranges.low)]
+
+    def _constant(self, ranges: "LineRanges", ids: tuple[str, ...]) -> dict[str, list[str]]:
+        count, low, high = ranges
         constant = (count > 0) & (low == high)
         return {
             "all_correct": [ids[k] for k in np.flatnonzero(constant & (high == self.max_score))],
@@ -608,7 +610,8 @@ class ResponseMatrix:
     def warnings(self) -> list[str]:
         """Plain-language warnings about the data (uninformative items/examinees, missingness)."""
         messages = []
-        items = self.constant_items()
+        ranges = cell_ranges(self.values)  # one pass over the matrix for every check below
+        items = self._constant(ranges.items, self.items)
         if items["all_correct"]:
             messages.append(_data(f"{len(items['all_correct'])} item(s) were answered correctly by every examinee "
                             f"({_preview(items['all_correct'])}); they carry no information: drop them or rely on "
@@ -620,12 +623,12 @@ class ResponseMatrix:
         if items["unanswered"]:
             messages.append(_data(f"{len(items['unanswered'])} item(s) have no responses at all "
                             f"({_preview(items['unanswered'])}); only the prior determines their parameters"))
-        if self.n_examinees > 1 and self.n_items > 0 and not self.separating_items():
+        if self.n_examinees > 1 and self.n_items > 0 and not self._separating(ranges.items):
             messages.append(_identification("no item separates the examinees: every item was answered the same way by all who "
                             "took it, so abilities and facet levels are not identified by these data (their "
                             "values and intervals come from the prior and the scale constraint alone); do not "
                             "rank them"))
-        examinees = self.constant_examinees()
+        examinees = self._constant(ranges.examinees, self.examinees)
         if examinees["unanswered"]:
             messages.append(_data(f"{len(examinees['unanswered'])} examinee(s) have no responses at all "
                             f"({_preview(examinees['unanswered'])}); only the prior determines their ability"))
@@ -715,9 +718,51 @@ def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "Respon
 
 def _row_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: number of observed values, their minimum and maximum (fmin/fmax skip NaN; NaN only for
-    rows without responses)."""
+    rows without responses). The reference for :func:`cell_ranges`, which the checks use."""
     return (np.count_nonzero(~np.isnan(values), axis=1), np.fmin.reduce(values, axis=1),
             np.fmax.reduce(values, axis=1))
+
+
+class LineRanges(NamedTuple):
+    """Per row (or column) of a matrix: ``count`` of observed cells, their ``low`` and ``high`` value (NaN where
+    none is observed)."""
+
+    count: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+class CellRanges(NamedTuple):
+    """:class:`LineRanges` of a response matrix's ``items`` (rows) and ``examinees`` (columns)."""
+
+    items: LineRanges
+    examinees: LineRanges
+
+
+def cell_ranges(values: np.ndarray, max_cells: int = BLOCK_CELLS) -> CellRanges:
+    """Count, minimum and maximum of the observed (non-NaN) cells of every row and every column of ``values``,
+    in one pass over it a block of rows at a time (no copy of the matrix: a block's observed mask is the only
+    temporary). Row r: n_r = #{m: x_rm observed}, min_m x_rm, max_m x_rm (the fmin/fmax reductions skip NaN);
+    column m: the same over r, folded block by block with fmin/fmax (NaN, no observation yet, gives way to any
+    value)."""
+    values = np.asarray(values)
+    n_rows, n_columns = values.shape
+    row_count = np.zeros(n_rows, dtype=np.int64)
+    row_low = np.full(n_rows, np.nan, dtype=values.dtype)
+    row_high = np.full(n_rows, np.nan, dtype=values.dtype)
+    column_count = np.zeros(n_columns, dtype=np.int64)
+    column_low = np.full(n_columns, np.nan, dtype=values.dtype)
+    column_high = np.full(n_columns, np.nan, dtype=values.dtype)
+    if values.size:
+        for rows in row_blocks(n_rows, n_columns, max_cells):
+            block = values[rows]
+            observed = ~np.isnan(block)
+            row_count[rows] = np.count_nonzero(observed, axis=1)
+            column_count += np.count_nonzero(observed, axis=0)
+            row_low[rows], row_high[rows] = np.fmin.reduce(block, axis=1), np.fmax.reduce(block, axis=1)
+            np.fmin(column_low, np.fmin.reduce(block, axis=0), out=column_low)
+            np.fmax(column_high, np.fmax.reduce(block, axis=0), out=column_high)
+    return CellRanges(LineRanges(row_count, row_low, row_high), LineRanges(column_count, column_low, column_high))
 
 
 def _preview(ids: Sequence[str], limit: int = 5) -> str:

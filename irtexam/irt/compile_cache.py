@@ -77,6 +77,7 @@ _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
 _SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal/steps.py", "marginal/em.py", "marginal/information.py",
+                 "marginal/abilities.py",
                  "stats.py")  # the code they trace
 
 
