@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import irtexam
-from irtexam.irt.fit import LEADERBOARD_ITEMS, items_per_examinee, resolve_method
+from irtexam.irt.fit import auto_note, LEADERBOARD_ITEMS, items_per_examinee, resolve_method
 from irtexam.irt.simulate import simulate
 
 
@@ -59,6 +59,9 @@ def test_auto_picks_the_joint_mode_where_examinees_answer_many_items_unless_a_ma
     assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 20_000) == "em"
     assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 3_600) == "map"
     assert resolve_method("auto", None, 600, per_examinee=600, cells=600 * 3_601) == "em"
+    note = auto_note("auto", "em", None, 600, 600 * 20_000, 600)
+    assert "20000 examinees, more than 0.01 x 600^2" in note and "(memory)" not in note
+    assert "(memory)" in auto_note("auto", "em", None, 500, 500 * 200_000, 500)
     observed = np.ones((600, 4), dtype=bool)
     observed[:200, 0] = False   # one examinee answered 400: the median is still 600
     assert items_per_examinee(observed) == 600.0

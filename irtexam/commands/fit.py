@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)
-    elif note := auto_note(args.method, method, facets, per_examinee, cells):
+    elif note := auto_note(args.method, method, facets, per_examinee, cells, responses.n_items):
         print(f"method: {'joint mode (MAP)' if method == 'map' else 'marginal EM'} ({note})", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once

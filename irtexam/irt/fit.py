@@ -142,7 +142,7 @@ def marginal_only_options(given: dict[str, Any], spec: mdl.ModelSpec | None = No
 
 
 def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_examinee: float,
-              cells: float) -> str | None:
+              cells: float, n_items: int | None = None) -> str | None:
     """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise), from the
     median items per examinee (:func:`items_per_examinee`) and the matrix's cells."""
     if requested != "auto" or facets:
@@ -151,10 +151,16 @@ def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_exa
         return (f"auto: the median examinee answered {per_examinee:.0f} items, at least {LEADERBOARD_ITEMS}, where the "
                 "joint mode is consistent and fast; --method em forces the marginal estimator")
     if per_examinee >= LEADERBOARD_ITEMS:
-        return (f"auto: no facets, {cells:.3g} cells (the joint mode's limit {LEADERBOARD_MAX_CELLS:.0e}), more "
-                f"examinees than {LEADERBOARD_EXAMINEE_RATIO:g} x items^2 (where the joint mode's item bias "
-                "outgrows their errors), or an option only the marginal estimator has; the marginal estimator's grid "
-                "follows the posteriors' width")
+        examinees = cells / n_items if n_items else None
+        limit = LEADERBOARD_EXAMINEE_RATIO * per_examinee ** 2
+        if cells > LEADERBOARD_MAX_CELLS:
+            why = f"{cells:.3g} cells, more than the joint mode's {LEADERBOARD_MAX_CELLS:.0e} (memory)"
+        elif examinees is not None and examinees > limit:
+            why = (f"{examinees:.0f} examinees, more than {LEADERBOARD_EXAMINEE_RATIO:g} x {per_examinee:.0f}^2 items "
+                   f"per examinee = {limit:.0f}, where the joint mode's item bias outgrows their errors")
+        else:
+            why = "an option only the marginal estimator has"
+        return f"auto: no facets, {why}; the marginal estimator's grid follows the posteriors' width"
     return (f"auto: no facets, the median examinee answered {per_examinee:.0f} items, fewer than {LEADERBOARD_ITEMS}; "
             "--method map forces the joint mode")
 
@@ -347,7 +353,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     elif method == "map":
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
         if leaderboard:
-            result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells)
+            result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells,
+                                                        responses.n_items)
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:
