@@ -338,3 +338,15 @@ def _store(compiled: Any, path: Path) -> None:
                 file.unlink(missing_ok=True)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
         return
+
+
+def on_first_call(build: Callable[[], Callable]) -> Callable:
+    """A function that builds its implementation (``build()``, e.g. a compile) when first called, then calls it."""
+    built: list[Callable] = []
+
+    def call(*args: Any) -> Any:
+        if not built:
+            built.append(build())
+        return built[0](*args)
+
+    return call

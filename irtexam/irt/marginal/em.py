@@ -334,7 +334,7 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
     2000 x 200 3PL fit). Every loaded kernel is checked by its first call (``check=False``)."""
     import hashlib
 
-    from ..compile_cache import compiled_executable
+    from ..compile_cache import compiled_executable, on_first_call
 
     X, mean, log_sd, blocks, block_groups, nodes = data
     parts = ("marginal", repr(spec), columns, n_groups, hashlib.sha256(repr(layout._key()).encode()).hexdigest(),
@@ -350,20 +350,8 @@ def _stored_kernels(compiled: dict[str, Callable], spec: mdl.ModelSpec, columns:
                           else compiled["posterior"]),
             # on first use only: a fit whose grid is refined never takes the coarse grid's Hessian (its compile
             # was 3.9 s of the real run's 17.5 s cold start)
-            "hessian": (_on_first_call(lambda: store("em-hessian", parts, compiled["hessian"], (*data, hyper)))
+            "hessian": (on_first_call(lambda: store("em-hessian", parts, compiled["hessian"], (*data, hyper)))
                         if information else compiled["hessian"])}
-
-
-def _on_first_call(build: Callable[[], Callable]) -> Callable:
-    """A function that builds its implementation (``build()``) when first called, then calls it."""
-    built: list[Callable] = []
-
-    def call(*args: Any) -> Any:
-        if not built:
-            built.append(build())
-        return built[0](*args)
-
-    return call
 
 
 @dataclass
