@@ -87,9 +87,9 @@ class StandardisedPersonPrecision:
     def solve(self, x: np.ndarray) -> np.ndarray:
         """D^-1 x for x of shape (n,) or (n, m)."""
         delta_inv, B, inner = self._woodbury()
-        scaled = x * (delta_inv if x.ndim == 1 else delta_inv[:, None])
-        correction = B @ (inner @ (B.T @ scaled))
-        return scaled - correction * (delta_inv if x.ndim == 1 else delta_inv[:, None])
+        delta_inv = delta_inv.reshape((-1,) + (1,) * (x.ndim - 1))  # over x's rows, (n,) or (n, m)
+        scaled = x * delta_inv
+        return scaled - (B @ (inner @ (B.T @ scaled))) * delta_inv
 
     def sample(self, n_draws: int, rng: np.random.Generator) -> np.ndarray:
         """(n_draws, n) draws of N(0, D^-1): D^-1 (M diag(w)^1/2 eps_1 + diag(prior)^1/2 eps_2)."""
@@ -332,16 +332,17 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
         mode = "full" if cost <= 2e9 else "blockwise"
     # blockwise without facets: the person block stays structured, no n x n matrix (StandardisedPersonPrecision)
     structured = mode == "blockwise" and not spec.facets
-    if not spec.facets and not fixes_scale(spec):
-        # 1PL: theta = raw - mean(raw): dtheta/draw = I - 11^T/n
-        sd, theta = 1.0, None
-        M = None if structured else np.eye(n_examinees) - 1.0 / n_examinees
-    elif not spec.facets:
-        # theta = (raw - mean(raw)) / sd(raw): dtheta/draw = (I - 11^T/n - theta theta^T/n) / sd
-        raw = np.asarray(params["theta_raw"], dtype=np.float64)
-        sd = np.sqrt(np.mean((raw - raw.mean()) ** 2) + 1e-12)
-        theta = (raw - raw.mean()) / sd
-        M = None if structured else (np.eye(n_examinees) - 1.0 / n_examinees - np.outer(theta, theta) / n_examinees) / sd
+    if not spec.facets:
+        # theta = (raw - mean(raw)) / sd(raw): dtheta/draw = (I - V V^T) / sd with V = [1, theta] / sqrt(n), i.e.
+        # (I - 11^T/n - theta theta^T/n) / sd; 1PL (the unit fixed by a = 1): theta = raw - mean(raw), V = 1 / sqrt(n)
+        if fixes_scale(spec):
+            raw = np.asarray(params["theta_raw"], dtype=np.float64)
+            sd = np.sqrt(np.mean((raw - raw.mean()) ** 2) + 1e-12)
+            directions = [np.ones(n_examinees), (raw - raw.mean()) / sd]
+        else:
+            sd, directions = 1.0, [np.ones(n_examinees)]
+        V = np.stack(directions, axis=1) / np.sqrt(n_examinees)
+        M = None if structured else (np.eye(n_examinees) - V @ V.T) / sd
     else:
         M = ability_jacobian(params, spec, design, person_keys, person_slices)
     if spec.kind_object.graded:  # the analytic binary kernel below is the fast path
@@ -358,8 +359,6 @@ def laplace_covariance(params: Mapping[str, jax.Array], spec: ModelSpec, design:
     A_inv = np.linalg.inv(A)
     if structured:
         # D in O(n): no n x n matrix (StandardisedPersonPrecision)
-        directions = [np.ones(n_examinees)] + ([theta] if theta is not None else [])
-        V = np.stack(directions, axis=1) / np.sqrt(n_examinees)
         precision = StandardisedPersonPrecision(np.asarray(W, dtype=np.float64), person_prior, V, float(sd))
         return LaplaceCovariance(item_keys, item_slices, A_inv, person_keys, person_slices, None, None, "blockwise",
                                  item_cond_cov=A_inv, person_precision=precision)
