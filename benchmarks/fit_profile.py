@@ -18,11 +18,24 @@ response blocks and most XLA compiles lie inside EM).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+
+def _sibling(name: str):
+    """A script beside this one as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+result_of_child = _sibling("gpu_fit").result_of_child  # a child process's RESULT line, with a cold compile cache
 
 SIZES = ["200x50000", "500x200000"]  # 10^7 and 10^8 cells
 
@@ -142,18 +155,8 @@ def run_parts(items: int, examinees: int, timeout: float) -> str:
 
 def run_one(items: int, examinees: int, profile: bool, timeout: float) -> dict:
     """One fit in a fresh process with a cold compile cache: its RESULT line as a dict (or the error)."""
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "IRTEXAM_JAX_CACHE_DIR": cache}
-        try:
-            out = subprocess.run([sys.executable, "-c", ONE, str(items), str(examinees),
-                                  "profile" if profile else "timed", json.dumps(CATEGORIES)],
-                                 env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"over {timeout:.0f} s"}
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode or not lines:
-        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    return json.loads(lines[-1][len("RESULT "):])
+    return result_of_child(ONE, [str(items), str(examinees), "profile" if profile else "timed",
+                                 json.dumps(CATEGORIES)], timeout, error_chars=300)
 
 
 def main() -> int:

@@ -55,19 +55,25 @@ print("RESULT " + json.dumps({
 """
 
 
-def run_one(model: str, items: int, examinees: int, timeout: float) -> dict:
-    """One size in a fresh process with a cold compile cache: its RESULT line as a dict (or the error)."""
+def result_of_child(code: str, argv: list[str], timeout: float, error_chars: int = 200) -> dict:
+    """Run ``python -c code argv...`` in a fresh process with a cold compile cache: its last ``RESULT {json}`` line
+    as a dict, or {"error": ...} (timeout, failure: the last stderr line, cut to ``error_chars``)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "IRTEXAM_JAX_CACHE_DIR": cache}
         try:
-            out = subprocess.run([sys.executable, "-c", ONE, model, str(items), str(examinees)], env=env,
-                                 capture_output=True, text=True, timeout=timeout)
+            out = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True,
+                                 timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"error": f"over {timeout:.0f} s"}
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode or not lines:
-        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:error_chars]}
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def run_one(model: str, items: int, examinees: int, timeout: float) -> dict:
+    """One size in a fresh process with a cold compile cache: its RESULT line as a dict (or the error)."""
+    return result_of_child(ONE, [model, str(items), str(examinees)], timeout)
 
 
 def row(model: str, items: int, examinees: int, rec: dict) -> str:
