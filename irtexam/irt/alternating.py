@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import IrtexamError
+from .cell_blocks import P_CEIL, P_FLOOR, ability_moments, item_moments, response_blocks, rows_per_block
 from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_names, hyper_prior, item_prior_terms,
                     item_slopes_and_floors)
 
@@ -60,9 +61,8 @@ def supports(spec: ModelSpec) -> bool:
     return not spec.kind_object.graded and not spec.facets
 
 
-# Bounds on p in the Fisher weights w = 1 / (p (1 - p)): 1 - 1e-7 is the largest bound below 1 that float32
-# represents (1 - 1e-9 rounds to 1.0, and w = inf meets slope = 0 as NaN).
-P_FLOOR, P_CEIL = 1e-12, 1.0 - 1e-7
+# Bounds on p in the Fisher weights w = 1 / (p (1 - p)) (P_FLOOR, P_CEIL, from cell_blocks): 1 - 1e-7 is the largest
+# bound below 1 that float32 represents (1 - 1e-9 rounds to 1.0, and w = inf meets slope = 0 as NaN).
 
 
 def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
@@ -70,33 +70,28 @@ def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
     return (("a",) if spec.has_discrimination else ()) + ("d",) + (("c",) if spec.free_guessing else ())
 
 
-def _cells(items: Mapping[str, Array], theta: Array, spec: ModelSpec) -> dict[str, Array]:
-    """Per-cell quantities for items (unconstrained) and standardised abilities."""
-    a, c = item_slopes_and_floors(items, spec)
-    c = c if "c" in items else jnp.full_like(items["d"], c)
-    z = a[:, None] * theta[None, :] + items["d"][:, None]
-    s = jax.nn.sigmoid(z)
-    cc = c[:, None]
-    p = jnp.clip(cc + (1.0 - cc) * s, P_FLOOR, P_CEIL)
-    return {"a": a, "c": c, "s": s, "p": p, "slope": (1.0 - cc) * s * (1.0 - s)}
-
-
 def binary_item_information(a: Array, c: Array, s: Array, w: Array, slope: Array, theta: Array,
                             names: tuple[str, ...]) -> Array:
+    """Per-item expected (Fisher) information of binary items, shape (n_items, k, k), from whole
+    items x examinees arrays (the Laplace step): the moments of :func:`information_from_moments` by
+    three matrix products. ``w`` is zero on missing cells."""
+    powers = jnp.stack([jnp.ones_like(theta), theta, theta * theta], axis=1)  # (examinees, 3)
+    s_bar = 1.0 - s
+    return information_from_moments(a, c, (w * slope * slope) @ powers, (w * slope * s_bar) @ powers[:, :2],
+                                    (w * s_bar * s_bar).sum(axis=1), names)
+
+
+def information_from_moments(a: Array, c: Array, by_slope: Array, by_mixed: Array, by_guess: Array,
+                             names: tuple[str, ...]) -> Array:
     """Per-item expected (Fisher) information of binary items, shape (n_items, k, k).
 
     In (log a, d, logit c) the Jacobian of p is (a slope theta, slope, c (1 - c) (1 - s)),
     slope = dp/dz = (1 - c) s (1 - s), and F_i = sum_m w_im J_im J_im^T with
     w = 1 / (p (1 - p)) (zero on missing cells). Every entry is a moment sum of
-    w slope^2, w slope (1 - s) or w (1 - s)^2 against 1, theta, theta^2, so three matrix
-    products give them all. ``names`` picks and orders the parameters the model has.
+    w slope^2 (``by_slope``: against 1, theta, theta^2), w slope (1 - s) (``by_mixed``: 1, theta) or
+    w (1 - s)^2 (``by_guess``). ``names`` picks and orders the parameters the model has.
     Shared by the MAP solver and the Laplace step.
     """
-    powers = jnp.stack([jnp.ones_like(theta), theta, theta * theta], axis=1)  # (examinees, 3)
-    s_bar = 1.0 - s
-    by_slope = (w * slope * slope) @ powers
-    by_mixed = (w * slope * s_bar) @ powers[:, :2]
-    by_guess = (w * s_bar * s_bar).sum(axis=1)
     cu = c * (1.0 - c)
     entries = {("a", "a"): a * a * by_slope[:, 2], ("a", "d"): a * by_slope[:, 1], ("d", "d"): by_slope[:, 0],
                ("a", "c"): a * cu * by_mixed[:, 1], ("d", "c"): cu * by_mixed[:, 0], ("c", "c"): cu * cu * by_guess}
@@ -213,26 +208,26 @@ def _joint_hyper_step(items: Mapping[str, Array], spec: ModelSpec, names: tuple[
     return newton - jnp.einsum("ikh,h->ik", solved, delta_mu), dict(zip(keys, delta_mu))
 
 
-def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec: ModelSpec,
+def item_step(items: dict[str, Array], theta: Array, blocks: Array, spec: ModelSpec,
               damping: Array, previous: Array) -> tuple[dict[str, Array], Array, Array, Array]:
     """One Fisher-scoring step for every item (abilities fixed).
 
-    Information from :func:`binary_item_information` plus the prior precision; the
-    gradient is r J summed over examinees (r = dl/dp). ``damping`` (per item, 1 = full step) and
+    Information from :func:`information_from_moments` plus the prior precision; the
+    gradient is r J summed over examinees (r = dl/dp), the sums taken a block of items at a time
+    (:func:`irtexam.irt.cell_blocks.item_moments`; ``blocks`` the int8 responses of
+    :func:`irtexam.irt.cell_blocks.response_blocks`). ``damping`` (per item, 1 = full step) and
     ``previous`` (the last undamped steps in standard-error units) carry the oscillation
     guard between sweeps. Returns the new items, the new damping, this sweep's undamped
     steps in standard-error units and, per item, the move taken, max_k |delta_k| sqrt((F + P)_kk).
     """
     names = _item_columns(spec)
-    cells = _cells(items, theta, spec)
-    a, c, s, p, slope = cells["a"], cells["c"], cells["s"], cells["p"], cells["slope"]
-    w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
-    score = jnp.where(mask, y - p, 0.0) * w  # dl/dp
+    a, c = item_slopes_and_floors(items, spec)
+    c = c if "c" in items else jnp.full_like(items["d"], c)
+    sums = item_moments(a, c, items["d"], theta, blocks, "c" in names)
     cu = c * (1.0 - c)
-    full_grad = {"a": a * ((score * slope) @ theta), "d": (score * slope).sum(axis=1),
-                 "c": cu * (score * (1.0 - s)).sum(axis=1)}
+    full_grad = {"a": a * sums.score_slope[:, 1], "d": sums.score_slope[:, 0], "c": cu * sums.score_guess}
     prior_grad, prior_precision = item_prior_terms(items, spec)
-    info = binary_item_information(a, c, s, w, slope, theta, names)
+    info = information_from_moments(a, c, sums.by_slope, sums.by_mixed, sums.by_guess, names)
     info = info + jax.vmap(jnp.diag)(jnp.stack([prior_precision[r] for r in names], axis=-1))
     grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)
     newton = solve_small_spd(info, grad)
@@ -253,7 +248,7 @@ def item_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec
     return new, damping, scaled, jnp.max(jnp.abs(damping[:, None] * scaled), axis=1)
 
 
-def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spec: ModelSpec,
+def theta_step(items: dict[str, Array], theta: Array, blocks: Array, spec: ModelSpec,
                damping: Array, previous: Array) -> tuple[dict[str, Array], Array, Array, Array, Array]:
     """One projected Fisher-scoring step for every ability, then re-standardisation.
 
@@ -263,12 +258,10 @@ def theta_step(items: dict[str, Array], theta: Array, y: Array, mask: Array, spe
     re-expressed on the new scale, the standardised abilities, the new damping, this
     sweep's undamped steps and the largest ability move in standard-error units.
     """
-    cells = _cells(items, theta, spec)
-    a, p, slope = cells["a"], cells["p"], cells["slope"]
-    w = jnp.where(mask, 1.0 / (p * (1.0 - p)), 0.0)
-    score = jnp.where(mask, y - p, 0.0) * w * slope
-    grad = a @ score
-    fisher = (a * a) @ (w * slope * slope) + 1e-6
+    a, c = item_slopes_and_floors(items, spec)
+    c = c if "c" in items else jnp.full_like(items["d"], c)
+    grad, fisher = ability_moments(a, c, items["d"], theta, blocks)
+    fisher = fisher + 1e-6
     if not spec.has_discrimination:
         # 1PL: the unit is fixed by a = 1; abilities keep their N(0, theta_scale^2) prior and are only centred
         grad = grad - theta / spec.theta_scale ** 2
@@ -363,8 +356,8 @@ def _compiled_step(name: str, step: Any, spec: ModelSpec, args: tuple) -> Any:
     (an executable with one cannot be stored)."""
     from .compile_cache import compiled_executable
 
-    def bound(items: Any, theta: Any, y: Any, mask: Any, damping: Any, previous: Any) -> Any:
-        return step(items, theta, y, mask, spec, damping, previous)
+    def bound(items: Any, theta: Any, blocks: Any, damping: Any, previous: Any) -> Any:
+        return step(items, theta, blocks, spec, damping, previous)
 
     return compiled_executable(name, (repr(spec),), jax.jit(bound), args)
 
@@ -391,8 +384,8 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
     with jax.enable_x64(precision == "float64"):
         # host arrays in, device arrays out of the compiled steps: no eager JAX op (each would
         # dispatch, and on a first fit load, a kernel of its own)
-        y = jax.device_put(np.asarray(design.y, dtype=dtype))  # on the device once, not at every sweep
-        m = jax.device_put(np.asarray(mask))
+        # on the device once, not at every sweep: int8 blocks of items (1 byte a cell; module cell_blocks)
+        blocks = jax.device_put(response_blocks(design.y, mask, rows_per_block(design.n_items, design.n_examinees)))
         items = {k: np.asarray(init[k], dtype=dtype) for k in _item_columns(spec) + hyper_names(spec) if k in init}
         raw = np.asarray(init["theta_raw"], dtype=np.float64)
         if spec.has_discrimination and raw.std() < 1e-8:
@@ -404,9 +397,9 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         previous = np.zeros((design.n_items, len(_item_columns(spec))), dtype=dtype)
         theta_damping = np.ones(design.n_examinees, dtype=dtype)
         theta_previous = np.zeros(design.n_examinees, dtype=dtype)
-        step_items = _compiled_step("alternating-items", item_step, spec, (items, theta, y, m, damping, previous))
+        step_items = _compiled_step("alternating-items", item_step, spec, (items, theta, blocks, damping, previous))
         step_theta = _compiled_step("alternating-theta", theta_step, spec,
-                                    (items, theta, y, m, theta_damping, theta_previous))
+                                    (items, theta, blocks, theta_damping, theta_previous))
         names = _item_columns(spec)
         sweeps, largest, remaining, extrapolations, wait = 0, np.inf, np.inf, 0, 0
         shown = started
@@ -415,9 +408,9 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         change = None
         while sweeps < max_sweeps:
             sweeps += 1
-            items, damping, previous, moved_items = step_items(items, theta, y, m, damping, previous)
+            items, damping, previous, moved_items = step_items(items, theta, blocks, damping, previous)
             items, theta, theta_damping, theta_previous, moved_theta = step_theta(
-                items, theta, y, m, theta_damping, theta_previous)
+                items, theta, blocks, theta_damping, theta_previous)
             largest = max(float(np.max(np.asarray(moved_items))), float(moved_theta))
             new_state = _flat_state(items, theta, names)
             new_change = new_state - state
@@ -443,7 +436,7 @@ def alternating_map(spec: ModelSpec, design: Design, mask: np.ndarray, init: Map
         # float32 abilities have ~7 significant digits: of 20,000 examinees 8 shared an ability to 9 decimals with
         # another who answered differently (600 items, 2PL). One more ability step, added in float64, keeps the
         # digits the sweeps could not hold (its size is far below a standard error: the estimate does not move)
-        _, _, last_damping, last_step, _ = step_theta(items, theta, y, m, theta_damping, theta_previous)
+        _, _, last_damping, last_step, _ = step_theta(items, theta, blocks, theta_damping, theta_previous)
         params["theta_raw"] = (np.asarray(theta, dtype=np.float64)
                                + np.asarray(last_damping, dtype=np.float64) * np.asarray(last_step, dtype=np.float64))
     info = {"converged": bool(remaining < tol), "iterations": sweeps, "evaluations": 2 * sweeps,
