@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from .memory import row_blocks
 from .scores import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score
 
 BATCH_ROWS = 1 << 18          # rows a batch when reading parquet
@@ -388,3 +389,25 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
 
     codes, uniques = pd.factorize(values)
     return codes.astype(np.int32), [str(u) for u in uniques]
+
+
+# ------------------------------------------------- the compact copy a fit folder keeps
+def whole_scores_fit(values: np.ndarray, top: int) -> bool:
+    """True where every observed (non-NaN) value is a whole number in 0..``top``; checked a block of rows at a
+    time (no copy of the whole matrix)."""
+    for rows in row_blocks(*values.shape):
+        block = values[rows]
+        seen = block[~np.isnan(block)]
+        if seen.size and (seen.min() < 0 or seen.max() > top or np.any(seen != np.round(seen))):
+            return False
+    return True
+
+
+def matrix_copy_dtype(responses) -> np.dtype | None:
+    """The integer type a matrix's scores fit in with -1 for missing (int8 up to a score of 127, else
+    int16), or None where a score is not a whole number in that range (the long table keeps those)."""
+    top = int(responses.max_score)
+    dtype = np.dtype(np.int8) if top <= 127 else np.dtype(np.int16) if top <= 32767 else None
+    if dtype is None or not whole_scores_fit(responses.values, top):
+        return None
+    return dtype

@@ -178,8 +178,8 @@ class Anchors(FixedOrder):
     def order(self, bank: ItemBank, *, max_items: int, seed: int, rng: np.random.Generator) -> np.ndarray:
         """The anchor order (cached on the bank)."""
         if bank.calibration is None:
-            raise IrtexamError("--selection anchors needs the calibration responses (responses.parquet in the fit "
-                               "folder); refit with `irtexam fit RESPONSES --out DIR`")
+            raise IrtexamError("--selection anchors needs the calibration responses (the responses the fit "
+                               "folder keeps); refit with `irtexam fit RESPONSES --out DIR`")
         key = ("order", "anchors", int(max_items), int(seed))
         if key not in bank.cache:
             bank.cache[key] = anchor_order(bank.calibration, max_items, seed)

@@ -80,7 +80,7 @@ def _clusters(bank: TinyBank, k: int, seed: int) -> tuple[np.ndarray, np.ndarray
     if bank.calibration is None:
         raise IrtexamError("the anchors and stratified rules cluster the items' answers over the calibration "
                            "models: the bank has no calibration responses (a fit folder keeps them in "
-                           "responses.parquet); use --rule info or random")
+                           "responses.npz); use --rule info or random")
     return item_clusters(bank.calibration, k, seed)
 
 

@@ -450,8 +450,11 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
         if cov.item_keys:
             u0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(n_items, -1)
                                  for k in cov.item_keys], axis=1)
-            noise = rng.standard_normal((n_draws,) + u0.shape)
-            item_draws = u0[None] + _apply_roots(_sqrt_psd(cov.conditional_item_cov), noise)
+            # float32 noise and roots (the draws are kept as float32): at 12,032 3PL items a (500, I, 3) float64
+            # array is 144 MB; the sum formed in place
+            roots = _sqrt_psd(cov.conditional_item_cov).astype(np.float32)
+            item_draws = _apply_roots(roots, rng.standard_normal((n_draws,) + u0.shape, dtype=np.float32))
+            item_draws += u0[None]
     unconstrained: dict[str, np.ndarray] = {}
     if cov.person_keys:
         phi0 = np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(-1) for k in cov.person_keys])
@@ -467,10 +470,15 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
         if cov.item_keys and cov.item_coupling is not None:
             n_items_, k = cov.item_coupling.shape[:2]
             shift = (cov.item_coupling.reshape(n_items_ * k, -1) @ delta.T).T.reshape(n_draws, n_items_, k)
-            item_draws = item_draws - shift  # A_i^-1 B_i (phi - phi_hat), one BLAS product
+            item_draws -= shift  # A_i^-1 B_i (phi - phi_hat), one BLAS product
+            del shift
+    # the draws are kept and written as float32 (7 digits, far below their spread): converted before the
+    # transform to the reported scale, a float64 copy of 500 draws of 12,032 3PL items is 144 MB, each of a, b, c, d 48
+    unconstrained = {key: value.astype(np.float32) for key, value in unconstrained.items()}
     if cov.item_keys:
-        unconstrained.update(_split_items(item_draws, cov))
+        unconstrained.update(_split_items(item_draws.astype(np.float32), cov))
+        del item_draws
     for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
-        unconstrained.setdefault(key, np.repeat(np.asarray(value)[None], n_draws, axis=0))
-    reported = {k: np.asarray(v, dtype=np.float64) for k, v in mdl.constrain(unconstrained, spec, design).items()}
+        unconstrained.setdefault(key, np.repeat(np.asarray(value, dtype=np.float32)[None], n_draws, axis=0))
+    reported = {k: np.asarray(v, dtype=np.float32) for k, v in mdl.constrain(unconstrained, spec, design).items()}
     return reported, unconstrained, diagnostics

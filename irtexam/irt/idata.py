@@ -12,7 +12,7 @@ log p(y_im | draw) for every observed cell (dim ``cell``, "item|examinee"), so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, NamedTuple, Protocol
 
 import numpy as np
 
@@ -209,7 +209,7 @@ def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.
     group = file.create_group(name)
     sizes: dict[str, int] = {}
     for dims, values in variables.values():
-        sizes.update(dict(zip(dims, np.shape(values))))
+        sizes.update(dict(zip(dims, np.shape(values.scores if isinstance(values, FilledScores) else values))))
     scales = {}
     for dim in sorted(sizes):
         values = np.asarray(coords.get(dim, np.arange(sizes[dim])))
@@ -223,7 +223,12 @@ def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.
         scales[dim] = (scale, dim_ids[0])
         dim_ids[0] += 1
     for var_name, (dims, values) in variables.items():
-        variable = group.create_dataset(var_name, data=np.asarray(values))
+        if isinstance(values, FilledScores):  # netCDF's missing values: a fill value, decoded to NaN on reading
+            fill = np.asarray(values.fill, dtype=values.scores.dtype)
+            variable = group.create_dataset(var_name, data=values.scores, fillvalue=fill)
+            variable.attrs["_FillValue"] = fill
+        else:
+            variable = group.create_dataset(var_name, data=np.asarray(values))
         for axis, dim in enumerate(dims):
             variable.dims[axis].attach_scale(scales[dim][0])
         ids = [scales[dim][1] for dim in dims]
@@ -231,6 +236,28 @@ def _write_group(file: Any, name: str, variables: dict[str, tuple[list[str], np.
         variable.attrs["_Netcdf4Dimid"] = np.int32(ids[0])
     for key, value in attrs.items():
         group.attrs[key] = np.atleast_1d(value) if isinstance(value, (int, float, np.number)) else value
+
+
+class FilledScores(NamedTuple):
+    """Integer scores with ``fill`` where missing, written as a netCDF variable with that _FillValue."""
+    scores: np.ndarray
+    fill: int
+
+
+def compact_observed(values: np.ndarray) -> np.ndarray | FilledScores:
+    """Observed scores (NaN where missing) as the smallest netCDF form readers decode back to them: int8 with
+    _FillValue -1 (:class:`FilledScores`; xarray and arviz read float32 with NaN) where every score is a whole number
+    in 0..127 (a quarter of the float32 bytes: 27 MB instead of 106 MB at 12,032 x 2,211), else unchanged."""
+    from ..io_tables import whole_scores_fit
+    from ..memory import row_blocks
+
+    if not whole_scores_fit(values, 127):
+        return values
+    scores = np.empty(values.shape, dtype=np.int8)
+    for rows in row_blocks(*values.shape):  # no float temporary of the whole matrix
+        block = values[rows]
+        scores[rows] = np.where(np.isnan(block), -1, block)
+    return FilledScores(scores, -1)
 
 
 def write_netcdf(result: FitLike, path: str | Path) -> None:
@@ -245,6 +272,8 @@ def write_netcdf(result: FitLike, path: str | Path) -> None:
 
     groups, coords, attrs = group_layout(result)
     groups["posterior"] = {k: (d, np.asarray(v, dtype=np.float32)) for k, (d, v) in groups["posterior"].items()}
+    dims, observed = groups["observed_data"]["response"]
+    groups["observed_data"]["response"] = (dims, compact_observed(observed))
     dim_ids = [0]
     with h5py.File(str(path), "w") as file:
         file.attrs["_NCProperties"] = np.bytes_(f"version=2,irtexam,hdf5={h5py.version.hdf5_version},"

@@ -39,7 +39,8 @@ import numpy as np
 from . import kinds
 from . import likelihood as lk
 from .compile_cache import fast_compile_options, fast_jit
-from .alternating import P_CEIL, P_FLOOR, binary_item_information
+from .alternating import P_CEIL, P_FLOOR, binary_item_information, information_from_moments
+from .cell_blocks import ability_moments, item_moments, response_blocks, rows_per_block
 from .model import (HYPER_KEYS, ITEM_KEYS, Design, ModelSpec, examinee_theta, fixes_scale, grm_thresholds,
                     item_prior_terms)
 from .model import item_params as mdl_item_params
@@ -240,6 +241,16 @@ def _binary_fisher_kernel(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Arr
     return A, W, G
 
 
+@partial(fast_jit, static_argnames=("item_keys",))
+def _binary_fisher_blockwise(a: jax.Array, d: jax.Array, c: jax.Array, eta: jax.Array, blocks: jax.Array,
+                             item_keys: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
+    """A and W of :func:`_binary_fisher_kernel` (no cross block) a block of items at a time
+    (:mod:`irtexam.irt.cell_blocks`): no items x examinees temporaries."""
+    sums = item_moments(a, c, d, eta, blocks, "c" in item_keys)
+    return (information_from_moments(a, c, sums.by_slope, sums.by_mixed, sums.by_guess, item_keys),
+            ability_moments(a, c, d, eta, blocks)[1])
+
+
 def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item_keys: tuple[str, ...],
                           eta: np.ndarray, mask: np.ndarray,
                           need_cross: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -250,14 +261,17 @@ def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item
       dp/dlogit c = c (1 - c) (1 - s),       dp/deta = (1 - c) s (1 - s) a;
     F_im = w J J^T over (item parameters, eta). Computed in one jit-compiled pass (moment
     sums as matrix products); G, the (items, k, examinees) cross block, only when
-    ``need_cross``.
+    ``need_cross``; without it, a block of items at a time (:func:`_binary_fisher_blockwise`).
     """
     # transforms in NumPy (eager JAX would dispatch a kernel per op); one compiled pass for the sums
     items = spec.kind_object.item_params({k: np.asarray(params[k], dtype=np.float64) for k in item_keys})
     a, c, d = items.a, items.c, np.asarray(params["d"], dtype=np.float64)
     f32 = (lambda v: np.asarray(v, dtype=np.float32))  # noqa: E731
-    A, W, G = _binary_fisher_kernel(f32(a), f32(d), f32(c), f32(eta), np.asarray(mask),
-                                    tuple(item_keys), need_cross)
+    if need_cross:
+        A, W, G = _binary_fisher_kernel(f32(a), f32(d), f32(c), f32(eta), np.asarray(mask), tuple(item_keys), True)
+    else:  # the information does not depend on the answers: the blocks carry only which cells were observed
+        blocks = response_blocks(np.zeros(mask.shape, dtype=np.int8), mask, rows_per_block(*mask.shape))
+        (A, W), G = _binary_fisher_blockwise(f32(a), f32(d), f32(c), f32(eta), blocks, tuple(item_keys)), None
     return (np.asarray(A, dtype=np.float64), None if G is None else np.asarray(G, dtype=np.float64),
             np.asarray(W, dtype=np.float64))
 

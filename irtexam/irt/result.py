@@ -219,7 +219,7 @@ class FitResult:
         """Write the fit to ``directory`` (created if needed) and return its path.
 
         Always: items.csv, examinees.csv, facets.csv and contrasts.csv (hierarchical fits),
-        draws.npz, params.npz, meta.json, responses.parquet (see :mod:`irtexam.irt.io`);
+        draws.npz, params.npz, meta.json, responses.npz (see :mod:`irtexam.irt.io`);
         :func:`irtexam.load_fit` reads them back. ``idata=True`` (the default, as ``irtexam fit
         --out``) also writes fit.nc, the arviz InferenceData, whose log_likelihood group holds
         one float per draw and observed response: about 4 bytes x draws x responses, e.g.
