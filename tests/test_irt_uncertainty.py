@@ -185,15 +185,15 @@ def test_adaptive_rounds_find_a_ridge_posterior_and_weight_it_exactly():
 def test_every_interval_comes_from_the_same_draws():
     rm, _ = irtexam.simulate(60, None, model="2pl", seed=2, facets=FACETS)
     result = quiet_fit(rm, model="2pl", facets=list(FACETS))
-    levels = result.draws("theta_llm", n=None)
+    levels = result.draws("theta_llm", n=None).astype(np.float64)  # the draws are float32, their summaries float64
     table = result.facets[result.facets.facet == "llm"]
     np.testing.assert_allclose(table["theta_sd"], levels.std(axis=0, ddof=1), rtol=1e-9)
     np.testing.assert_allclose(table["theta_low"], np.quantile(levels, 0.05, axis=0), rtol=1e-9)
     contrast = result.contrasts.query("facet == 'llm' and level == 'llm1' and reference == 'llm0'").iloc[0]
     assert contrast["prob_greater"] == pytest.approx(float((levels[:, 1] > levels[:, 0]).mean()))
-    b = result.draws("b", n=None)
+    b = result.draws("b", n=None).astype(np.float64)
     np.testing.assert_allclose(result.items["b_high"], np.quantile(b, 0.95, axis=0), rtol=1e-9)
-    theta = result.draws("theta", n=None)
+    theta = result.draws("theta", n=None).astype(np.float64)
     np.testing.assert_allclose(result.examinees["theta_sd"], theta.std(axis=0, ddof=1), rtol=1e-9)
     # draws of different names taken with the same n and seed belong to the same joint draw
     np.testing.assert_allclose(result.draws("theta", n=50, seed=3), theta[np.sort(

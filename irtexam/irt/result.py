@@ -312,7 +312,9 @@ class ItemDraws:
 def interval_columns(name: str, estimate: np.ndarray, draws: np.ndarray) -> dict[str, np.ndarray]:
     """{name, name_sd, name_low, name_high}: estimate, posterior sd and 90% quantile interval of draws (S, ...)."""
     low, high = draw_quantiles(draws, (LOW_Q, HIGH_Q))
-    return {name: estimate, f"{name}_sd": draws.std(axis=0, ddof=1), f"{name}_low": low, f"{name}_high": high}
+    # in float64 whatever the draws' type (they are kept as float32)
+    return {name: estimate, f"{name}_sd": np.std(draws, axis=0, ddof=1, dtype=np.float64), f"{name}_low": low,
+            f"{name}_high": high}
 
 
 def draw_quantiles(draws: np.ndarray, probs: Sequence[float]) -> list[np.ndarray]:
