@@ -81,10 +81,10 @@ def _raise_category_gaps(responses: ResponseMatrix) -> None:
 # 1.001, 90% intervals of a, b, theta covering 0.90 / 0.90 / 0.90). At 500 x 2,000 both are right (em 0.990 /
 # 1.022, map 1.005 / 1.009); at 300 x 1,000 em is better (0.997 / 1.003 against 1.015 / 0.990).
 LEADERBOARD_ITEMS = 500
-# ... up to this many cells: the joint mode keeps a float copy of the matrix and per-cell temporaries (1.27 GB at
-# 12,032 x 2,211 = 2.7e7 cells, 48 bytes a cell), where the marginal estimator holds a byte a cell; beyond it (10^8
-# cells of 500 items x 200,000 examinees) "auto" stays with the marginal estimator, whose grid is refined to the
-# posteriors' width (irtexam.irt.marginal.fit.refined_nodes)
+# ... up to this many cells, the largest size the joint mode was measured at (12,032 x 2,211 = 2.7e7 cells: its whole
+# process peaks at 0.70-0.76 GB, 28-30 bytes a cell with the interpreter's 0.27 GB; its sweeps hold the responses as
+# int8 blocks, irtexam.irt.cell_blocks); beyond it (10^8 cells of 500 items x 200,000 examinees) "auto" stays with
+# the marginal estimator, whose grid is refined to the posteriors' width (irtexam.irt.marginal.fit.refined_nodes)
 LEADERBOARD_MAX_CELLS = 5e7
 # ... and with at most items^2 x this many examinees: the joint mode's item estimates carry a bias of order
 # 1 / (items per examinee) (Neyman-Scott) and have standard errors of order 1 / sqrt(examinees), so their
