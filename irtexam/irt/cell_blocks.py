@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..memory import row_blocks
+
 Array = jax.Array
 # cells a block holds on the CPU: 2^17 float32 temporaries are 512 KB each, within the caches. Larger blocks on an
 # accelerator, where one kernel over many cells is what is fast (and memory is the limit only past 2^26 cells)
@@ -50,9 +52,8 @@ def response_blocks(y: np.ndarray, mask: np.ndarray, rows: int) -> np.ndarray:
     n_items, n_examinees = y.shape
     n_blocks = -(-n_items // rows)
     out = np.full((n_blocks * rows, n_examinees), MISSING, dtype=np.int8)
-    for start in range(0, n_items, 4096):  # no float temporary of the whole matrix
-        stop = min(start + 4096, n_items)
-        out[start:stop] = np.where(mask[start:stop], y[start:stop], MISSING)
+    for block in row_blocks(n_items, n_examinees):  # no temporary of the whole matrix
+        out[block] = np.where(mask[block], y[block], MISSING)
     return out.reshape(n_blocks, rows, n_examinees)
 
 
