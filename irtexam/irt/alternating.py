@@ -61,10 +61,6 @@ def supports(spec: ModelSpec) -> bool:
     return not spec.kind_object.graded and not spec.facets
 
 
-# Bounds on p in the Fisher weights w = 1 / (p (1 - p)) (P_FLOOR, P_CEIL, from cell_blocks): 1 - 1e-7 is the largest
-# bound below 1 that float32 represents (1 - 1e-9 rounds to 1.0, and w = inf meets slope = 0 as NaN).
-
-
 def _item_columns(spec: ModelSpec) -> tuple[str, ...]:
     """The unconstrained item parameters in step order."""
     return (("a",) if spec.has_discrimination else ()) + ("d",) + (("c",) if spec.free_guessing else ())

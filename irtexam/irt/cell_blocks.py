@@ -35,7 +35,9 @@ Array = jax.Array
 # cells a block holds on the CPU: 2^17 float32 temporaries are 512 KB each, within the caches. Larger blocks on an
 # accelerator, where one kernel over many cells is what is fast (and memory is the limit only past 2^26 cells)
 CPU_BLOCK_CELLS, ACCELERATOR_BLOCK_CELLS = 1 << 17, 1 << 26
-P_FLOOR, P_CEIL = 1e-12, 1.0 - 1e-7  # bounds on p in w = 1 / (p (1 - p)) (see irtexam.irt.alternating)
+# Bounds on p in the Fisher weights w = 1 / (p (1 - p)): 1 - 1e-7 is the largest bound below 1 that float32
+# represents (1 - 1e-9 rounds to 1.0, and w = inf meets slope = 0 as NaN)
+P_FLOOR, P_CEIL = 1e-12, 1.0 - 1e-7
 MISSING = -1
 
 

@@ -150,7 +150,7 @@ def _write_fit(result, directory: Path, netcdf: bool) -> None:
     (directory / "meta.json").write_text(json.dumps(_jsonable(meta), indent=2))
 
 
-def write_matrix_npz(responses, path: str | Path) -> Path:
+def write_matrix_npz(responses: ResponseMatrix, path: str | Path) -> Path:
     """Write ``responses`` as the compact copy a fit folder keeps (``responses.npz``, read by
     :func:`read_matrix_npz`): ``values`` items x examinees as int8 (int16 for scores past 127), -1 where
     missing; ``items``, ``examinees``, ``facet__<name>`` (one per examinee) as text; ``max_score``.
@@ -178,7 +178,7 @@ def write_matrix_npz(responses, path: str | Path) -> Path:
     return path
 
 
-def read_matrix_npz(path: str | Path, *, source: str | None = None):
+def read_matrix_npz(path: str | Path, *, source: str | None = None) -> ResponseMatrix:
     """The :class:`irtexam.responses.ResponseMatrix` :func:`write_matrix_npz` wrote (one clear error if
     the file is not one)."""
     path = Path(path)
@@ -198,15 +198,16 @@ def read_matrix_npz(path: str | Path, *, source: str | None = None):
                          path=str(path)) from None
 
 
-def _save_responses(responses, directory: Path) -> Path:
+def _save_responses(responses: ResponseMatrix, directory: Path) -> Path:
     """The fitted matrix into the folder: the compact responses.npz (1 byte a cell), or the long
     responses.parquet where that cannot hold it (item metadata columns, scores that are not small whole numbers)."""
-    if not len(responses.item_meta.columns) and matrix_copy_dtype(responses) is not None:
+    try:
         return write_matrix_npz(responses, directory / "responses.npz")
-    return responses.save(directory / "responses.parquet")
+    except ValueError:
+        return responses.save(directory / "responses.parquet")
 
 
-def _read_responses(directory: Path, graded: bool):
+def _read_responses(directory: Path, graded: bool) -> ResponseMatrix:
     """The fitted matrix a folder keeps: responses.npz, responses.parquet, or responses.csv.gz (before 0.2)."""
     if (directory / "responses.npz").exists():
         return read_matrix_npz(directory / "responses.npz")
