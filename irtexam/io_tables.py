@@ -403,11 +403,11 @@ def whole_scores_fit(values: np.ndarray, top: int) -> bool:
     return True
 
 
-def matrix_copy_dtype(responses) -> np.dtype | None:
-    """The integer type a matrix's scores fit in with -1 for missing (int8 up to a score of 127, else
-    int16), or None where a score is not a whole number in that range (the long table keeps those)."""
-    top = int(responses.max_score)
-    dtype = np.dtype(np.int8) if top <= 127 else np.dtype(np.int16) if top <= 32767 else None
-    if dtype is None or not whole_scores_fit(responses.values, top):
-        return None
-    return dtype
+def missing_coded(values: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """Whole-number scores (NaN where missing) as integers of ``dtype`` with -1 where missing, filled a block of
+    rows at a time (no float temporary of the whole matrix)."""
+    out = np.empty(values.shape, dtype=dtype)
+    for rows in row_blocks(*values.shape):
+        block = values[rows]
+        out[rows] = np.where(np.isnan(block), -1, block)
+    return out

@@ -48,14 +48,15 @@ def rows_per_block(n_items: int, n_examinees: int, backend: str | None = None) -
     return int(max(1, min(n_items, cells // max(n_examinees, 1))))
 
 
-def response_blocks(y: np.ndarray, mask: np.ndarray, rows: int) -> np.ndarray:
+def response_blocks(y: np.ndarray | None, mask: np.ndarray, rows: int) -> np.ndarray:
     """The responses as int8 blocks of shape (n_blocks, rows, n_examinees): y where ``mask``, else
-    :data:`MISSING`; the last block padded with missing rows. ``y`` binary (items x examinees)."""
-    n_items, n_examinees = y.shape
+    :data:`MISSING`; the last block padded with missing rows. ``y`` binary (items x examinees), or None where only
+    which cells were observed matters (the information: 0 for every observed cell)."""
+    n_items, n_examinees = mask.shape
     n_blocks = -(-n_items // rows)
     out = np.full((n_blocks * rows, n_examinees), MISSING, dtype=np.int8)
     for block in row_blocks(n_items, n_examinees):  # no temporary of the whole matrix
-        out[block] = np.where(mask[block], y[block], MISSING)
+        out[block] = np.where(mask[block], 0 if y is None else y[block], MISSING)
     return out.reshape(n_blocks, rows, n_examinees)
 
 

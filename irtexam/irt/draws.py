@@ -474,9 +474,9 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
             del shift
     # the draws are kept and written as float32 (7 digits, far below their spread): converted before the
     # transform to the reported scale, a float64 copy of 500 draws of 12,032 3PL items is 144 MB, each of a, b, c, d 48
-    unconstrained = {key: value.astype(np.float32) for key, value in unconstrained.items()}
+    unconstrained = {key: value.astype(np.float32, copy=False) for key, value in unconstrained.items()}
     if cov.item_keys:
-        unconstrained.update(_split_items(item_draws.astype(np.float32), cov))
+        unconstrained.update(_split_items(item_draws.astype(np.float32, copy=False), cov))
         del item_draws
     for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
         unconstrained.setdefault(key, np.repeat(np.asarray(value, dtype=np.float32)[None], n_draws, axis=0))

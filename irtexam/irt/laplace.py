@@ -270,7 +270,7 @@ def _fisher_blocks_binary(params: Mapping[str, jax.Array], spec: ModelSpec, item
     if need_cross:
         A, W, G = _binary_fisher_kernel(f32(a), f32(d), f32(c), f32(eta), np.asarray(mask), tuple(item_keys), True)
     else:  # the information does not depend on the answers: the blocks carry only which cells were observed
-        blocks = response_blocks(np.zeros(mask.shape, dtype=np.int8), mask, rows_per_block(*mask.shape))
+        blocks = response_blocks(None, mask, rows_per_block(*mask.shape))
         (A, W), G = _binary_fisher_blockwise(f32(a), f32(d), f32(c), f32(eta), blocks, tuple(item_keys)), None
     return (np.asarray(A, dtype=np.float64), None if G is None else np.asarray(G, dtype=np.float64),
             np.asarray(W, dtype=np.float64))
