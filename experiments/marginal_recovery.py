@@ -59,7 +59,7 @@ def coverage(table, column: str, truth: np.ndarray) -> float:
 
 def one(n_items: int, n_examinees: int, model: str, seed: int, method: str, c_range: tuple[float, float] | None = None,
         item_prior: str | None = None, a_median: float | None = None,
-        slope_centre: str | None = None) -> dict[str, float]:
+        slope_centre: str | None = None, guessing_centre: str | None = None) -> dict[str, float]:
     c = (np.random.default_rng(seed + 10_000).uniform(*c_range, n_items)
          if c_range is not None and model == "3pl" else None)
     a = (a_median * np.exp(np.random.default_rng(seed + 20_000).normal(0.0, 0.35, n_items))
@@ -71,7 +71,8 @@ def one(n_items: int, n_examinees: int, model: str, seed: int, method: str, c_ra
         warnings.simplefilter("ignore")
         fit = irtexam.fit(responses, model=model, method=method, seed=seed,
                           **({"item_prior": item_prior} if item_prior else {}),
-                          **({"slope_centre": slope_centre} if slope_centre else {}))
+                          **({"slope_centre": slope_centre} if slope_centre else {}),
+                          **({"guessing_centre": guessing_centre} if guessing_centre and model == "3pl" else {}))
     seconds = time.perf_counter() - started
     items = fit.items.reindex(list(responses.items))
     thetas = fit.examinees.reindex(list(responses.examinees))
@@ -101,6 +102,8 @@ def main() -> None:
     parser.add_argument("--item-prior", default=None, help="the fits' item prior (default: the estimator's)")
     parser.add_argument("--slope-centre", default=None, choices=("learned", "fixed"),
                         help="the fits' slope prior centre (default: the estimator's, learned for em)")
+    parser.add_argument("--guessing-centre", default=None, choices=("learned", "fixed", "auto"),
+                        help="the 3PL fits' c prior centre (default: the estimator's; 'fixed' holds it at 1/4)")
     parser.add_argument("--a-median", type=float, default=None,
                         help="draw a ~ LogNormal(log A_MEDIAN, 0.35) instead of simulate's LogNormal(0, 0.35) (centred on "
                              "the default prior's a = 1)")
@@ -114,7 +117,7 @@ def main() -> None:
             for rep in range(args.reps):
                 row = one(n_items, n_examinees, model, args.seed + rep, args.method,
                           tuple(map(float, args.c_range.split(","))) if args.c_range else None, args.item_prior,
-                          args.a_median, args.slope_centre)
+                          args.a_median, args.slope_centre, args.guessing_centre)
                 rows.append(row)
                 print(f"{regime:<11} {model:<5} {rep:>3} {row['method']:<6} {row['a_ratio']:.3f}   {row['b_slope']:.3f}  "
                       f" {row['theta_slope']:.3f}   {row.get('c_bias', float('nan')):+.3f}  {row['cov_a']:.2f}  "

@@ -92,11 +92,13 @@ LEADERBOARD_MAX_CELLS = 5e7
 # 600 items x 20,000 examinees (ratio 0.056): map a x1.041, b slope 0.961, 90% intervals of a covering 0.78 in
 # 27 s; em 1.020 / 0.977, covering 0.92 in 56 s. The leaderboard shapes sit far below (12,032 x 2,211: 1.5e-5).
 LEADERBOARD_EXAMINEE_RATIO = 0.01
-# ... and there the c prior's centre is held at 1 / n_choices unless guessing_centre is given: the joint mode's
-# learned centre follows the logit-Beta prior's normaliser, summed over thousands of items, towards c = 1/2 (3PL,
-# 2,000 items x 1,000 models, c ~ Beta(5, 15): learned c +0.032 and a x1.081; held +0.007 and x1.029)
-LEADERBOARD_C_CENTRE = ("held at 1/{}: the joint mode chosen by method='auto' for many items per examinee; its "
-                        "learned centre drifts towards c = 1/2 (guessing_centre='learned' to learn it)")
+# ... and there the c prior's centre is learned or held by the marginal estimator's size rule (learned where the
+# median item has at least 300 responses, :func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`) unless
+# guessing_centre is given. 3PL, c ~ Beta(5, 15) (mean 0.25 = 1 / n_choices), held against learned:
+# 2,000 items x 1,000 models a x1.046 / x1.032, 12,032 x 2,211 x1.030 / x1.023; with c = 0.1 for every item
+# (2,000 x 1,000) a centre held at 1/4 gave x1.247 and c +0.098, learned x1.138; at 200-250 models a learned
+# centre drifts up (2,000 x 200: 0.293, a x1.100; held x1.046).
+LEADERBOARD_C_CENTRE = "{}; the joint mode chosen by method='auto' decides as the marginal estimator does"
 
 
 def items_per_examinee(observed: Any) -> float:
@@ -329,9 +331,12 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    if (leaderboard and spec.guessing_centre == "learned" and spec.free_guessing
-            and model_options.get("guessing_centre") is None):
-        spec, guessing_note = replace(spec, learn_c_centre=False), LEADERBOARD_C_CENTRE.format(spec.n_choices)
+    if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
+        spec = replace(spec, c_centre_rule="empirical")
+        if model_options.get("guessing_centre") is None:
+            from .marginal.guessing import guessing_centre_by_size
+            spec, rule = guessing_centre_by_size(spec, design.mask)
+            guessing_note = LEADERBOARD_C_CENTRE.format(rule)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees))

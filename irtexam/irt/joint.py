@@ -76,6 +76,8 @@ def map_estimate(spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
     ``solver="auto"`` uses :func:`irtexam.irt.alternating.alternating_map` for binary
     models without facets (block-structured Fisher scoring, each parameter converged
     to 0.01 of its standard error; L-BFGS finishes if it does not converge) and L-BFGS otherwise; ``"lbfgs"`` forces L-BFGS.
+    L-BFGS maximises the log posterior itself, so a spec with ``c_centre_rule="empirical"`` (an estimating equation
+    for the c centre, not a term of that posterior) gets the centre as the posterior's mode there.
     """
     if solver not in ("auto", "lbfgs", "alternating"):
         raise IrtexamError(f"unknown MAP solver '{solver}'; choose 'auto', 'lbfgs' or 'alternating'")

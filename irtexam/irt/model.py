@@ -93,6 +93,12 @@ class ModelSpec:
             marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`).
         c_centre_scale: sd of the hyperprior of mu_c, N(logit(1 / n_choices), c_centre_scale^2): 1, or the marginal
             estimator's :data:`irtexam.irt.fit.MARGINAL_C_CENTRE_SCALE`.
+        c_centre_rule: how the joint mode's alternating solver learns mu_c: "mode" (the joint posterior's mode
+            under the exact logit-Beta density, as L-BFGS and NUTS see it) or "empirical" (the empirical-Bayes
+            equation of the marginal estimator, mu_c = the mean of the items' logit c under the hyperprior, the
+            logit-Beta taken as the normal of its curvature at its mode). The mode climbs towards c = 1/2 where
+            thousands of items carry little information on their c (:func:`irtexam.irt.alternating.hyper_gradient_and_precision`);
+            ``method="auto"`` uses "empirical" where it picks the joint mode for many items per examinee.
     """
 
     kind: str = "3pl"
@@ -110,6 +116,7 @@ class ModelSpec:
     learn_a_centre: bool = False
     learn_c_centre: bool = True
     c_centre_scale: float = 1.0
+    c_centre_rule: str = "mode"
 
     def __post_init__(self) -> None:
         kind = str(self.kind).lower()
@@ -124,6 +131,8 @@ class ModelSpec:
             raise IrtexamError("a residual needs facets: without facets every examinee already has its own theta")
         if self.item_prior not in ITEM_PRIORS:
             raise IrtexamError(f"unknown item prior '{self.item_prior}'; choose one of {', '.join(ITEM_PRIORS)}")
+        if self.c_centre_rule not in ("mode", "empirical"):
+            raise IrtexamError(f"c_centre_rule must be 'mode' or 'empirical', got '{self.c_centre_rule}'")
         if self.n_choices < 2:
             raise IrtexamError("n_choices must be at least 2")
 
