@@ -160,6 +160,67 @@ def test_the_empirical_centre_equation_by_hand():
         mdl.ModelSpec(kind="3pl", c_centre_rule="mean")
 
 
+def test_firth_gradient_is_the_gradient_of_half_log_det_fisher():
+    """The blockwise moments' Firth gradient equals autodiff of 1/2 log det F(a, d) taken in (log a, d) (2PL) and in
+    d (1PL, a = 1), F = sum_m s (1 - s) x x^T over the observed cells, x = (theta, 1)."""
+    import jax
+    import jax.numpy as jnp
+
+    from irtexam.irt.alternating import firth_gradient
+    from irtexam.irt.cell_blocks import item_moments, response_blocks
+
+    jax.config.update("jax_enable_x64", True)
+    try:
+        rng = np.random.default_rng(0)
+        n_items, n_examinees = 7, 40
+        theta = rng.normal(size=n_examinees)
+        log_a, d = rng.normal(0, 0.4, n_items), rng.normal(0, 1, n_items)
+        mask = rng.random((n_items, n_examinees)) > 0.2
+        y = (rng.random((n_items, n_examinees)) < 0.5).astype(np.int8)
+        blocks = jnp.asarray(response_blocks(y, mask, 3))
+
+        def half_log_det(params, i, slope):
+            a = jnp.exp(params[0]) if slope else 1.0
+            s = jax.nn.sigmoid(a * theta + params[-1])
+            v = jnp.where(mask[i], s * (1 - s), 0.0)
+            if not slope:
+                return 0.5 * jnp.log(v.sum())
+            x = jnp.stack([theta, jnp.ones_like(theta)])
+            return 0.5 * jnp.linalg.slogdet((x * v) @ x.T)[1]
+
+        for slope in (True, False):
+            a = np.exp(log_a) if slope else np.ones(n_items)
+            sums = item_moments(jnp.asarray(a), jnp.zeros(n_items), jnp.asarray(d), jnp.asarray(theta), blocks,
+                                False, skew=True)
+            got = np.asarray(firth_gradient(jnp.asarray(a), sums.by_slope, sums.by_skew, ("a", "d") if slope else ("d",)))
+            for i in range(n_items):
+                params = jnp.asarray([log_a[i], d[i]] if slope else [d[i]])
+                want = np.asarray(jax.grad(half_log_det)(params, i, slope))
+                np.testing.assert_allclose(got[i], want, rtol=1e-8, atol=1e-10)
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def test_the_leaderboard_2pl_takes_firths_penalty_and_its_slopes_lose_their_small_sample_inflation():
+    """600 items x 100 models (the joint mode by the leaderboard rule): without Firth's penalty the slopes come out
+    6-9% high (a logistic regression on 100 abilities per item); with it (``method="auto"``) 3-5%, over three data
+    sets. ``method="map"`` keeps the plain joint posterior mode."""
+    gains, ratios = [], []
+    for seed in range(3):
+        responses, truth = simulate(600, 100, model="2pl", seed=seed)
+        star = standardised_truth(truth)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = irtexam.fit(responses, model="2pl")
+            plain = irtexam.fit(responses, model="2pl", method="map")
+        assert auto.spec.bias_reduction == "firth" and plain.spec.bias_reduction == "none"
+        ratio = [float(np.exp(np.mean(np.log(fit.items["a"].to_numpy() / star["a"])))) for fit in (auto, plain)]
+        ratios.append(ratio[0])
+        gains.append(ratio[1] - ratio[0])
+    assert min(gains) > 0.025
+    assert np.mean(ratios) < 1.045
+
+
 def test_a_refined_grid_keeps_fixed_items_at_their_bank_values():
     """The marginal estimator refines its grid where posteriors are narrow (steep items, many per examinee) and
     goes on from its answer there; anchors held at their bank values stay held (a first version wrote them into

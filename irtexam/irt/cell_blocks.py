@@ -81,6 +81,7 @@ class ItemMoments(NamedTuple):
     by_slope: Array      # (I, 3): sum w slope^2 {1, theta, theta^2}
     by_mixed: Array      # (I, 2): sum w slope (1 - s) {1, theta}
     by_guess: Array      # (I,):   sum w (1 - s)^2
+    by_skew: Array       # (I, 4): sum v' {1, theta, theta^2, theta^3}, v' = d(w slope^2)/dz (with ``skew``; else 0)
 
 
 def _cell_terms(a: Array, c: Array, d: Array, theta: Array, y: Array) -> tuple[Array, Array, Array, Array]:
@@ -94,9 +95,13 @@ def _cell_terms(a: Array, c: Array, d: Array, theta: Array, y: Array) -> tuple[A
     return s, (1.0 - cc) * s * (1.0 - s), w, score
 
 
-def item_moments(a: Array, c: Array, d: Array, theta: Array, blocks: Array, free_guessing: bool) -> ItemMoments:
+def item_moments(a: Array, c: Array, d: Array, theta: Array, blocks: Array, free_guessing: bool,
+                 skew: bool = False) -> ItemMoments:
     """:class:`ItemMoments` of every item, a block at a time (a, c, d per item; ``blocks`` from
-    :func:`response_blocks`)."""
+    :func:`response_blocks`). ``skew``: also the moments of v' = d(w slope^2)/dz, the change of each cell's
+    Fisher weight along the linear predictor, v' = w slope^2 (2 (1 - 2 s) - slope w (1 - 2 p)) (s (1 - s) (1 - 2 s)
+    without guessing), which the gradient of Firth's penalty 1/2 log det F takes
+    (:func:`irtexam.irt.alternating.firth_gradient`)."""
     n_items = a.shape[0]
     n_blocks, rows = blocks.shape[:2]
     t, t2 = theta[None, :], (theta * theta)[None, :]
@@ -113,8 +118,16 @@ def item_moments(a: Array, c: Array, d: Array, theta: Array, blocks: Array, free
                      (w * s_bar * s_bar).sum(1))
         else:
             guess = (zero, jnp.stack([zero, zero], axis=-1), zero)
+        if skew:
+            p = c_[:, None] + (1.0 - c_[:, None]) * s
+            v1 = ws2 * (2.0 * (1.0 - 2.0 * s) - slope * w * (1.0 - 2.0 * p))
+            v1t = v1 * t
+            by_skew = jnp.stack([v1.sum(1), v1t.sum(1), (v1t * t).sum(1), (v1t * t2).sum(1)], axis=-1)
+        else:
+            by_skew = jnp.zeros(a_.shape + (4,), dtype=a_.dtype)
         return ItemMoments(jnp.stack([ss.sum(1), (ss * t).sum(1)], axis=-1), guess[0],
-                           jnp.stack([ws2.sum(1), (ws2 * t).sum(1), (ws2 * t2).sum(1)], axis=-1), guess[1], guess[2])
+                           jnp.stack([ws2.sum(1), (ws2 * t).sum(1), (ws2 * t2).sum(1)], axis=-1), guess[1], guess[2],
+                           by_skew)
 
     out = jax.lax.map(one, (blocked(a, n_blocks, rows), blocked(c, n_blocks, rows), blocked(d, n_blocks, rows), blocks))
     return ItemMoments(*(unblocked(x, n_items) for x in out))

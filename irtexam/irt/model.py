@@ -99,6 +99,11 @@ class ModelSpec:
             logit-Beta taken as the normal of its curvature at its mode). The mode climbs towards c = 1/2 where
             thousands of items carry little information on their c (:func:`irtexam.irt.alternating.hyper_gradient_and_precision`);
             ``method="auto"`` uses "empirical" where it picks the joint mode for many items per examinee.
+        bias_reduction: "none", or "firth": the joint mode's alternating solver adds Firth's penalty
+            1/2 log det F_i (F_i item i's Fisher information given the abilities) to each item's log posterior,
+            which removes the O(1 / examinees) bias of a logistic regression's slope (1PL and 2PL without
+            guessing only; :func:`irtexam.irt.alternating.firth_gradient`). ``method="auto"`` uses it where it
+            picks the joint mode for many items per examinee.
     """
 
     kind: str = "3pl"
@@ -117,6 +122,7 @@ class ModelSpec:
     learn_c_centre: bool = True
     c_centre_scale: float = 1.0
     c_centre_rule: str = "mode"
+    bias_reduction: str = "none"
 
     def __post_init__(self) -> None:
         kind = str(self.kind).lower()
@@ -133,6 +139,11 @@ class ModelSpec:
             raise IrtexamError(f"unknown item prior '{self.item_prior}'; choose one of {', '.join(ITEM_PRIORS)}")
         if self.c_centre_rule not in ("mode", "empirical"):
             raise IrtexamError(f"c_centre_rule must be 'mode' or 'empirical', got '{self.c_centre_rule}'")
+        if self.bias_reduction not in ("none", "firth"):
+            raise IrtexamError(f"bias_reduction must be 'none' or 'firth', got '{self.bias_reduction}'")
+        if self.bias_reduction == "firth" and (self.free_guessing or self.fixed_c != 0.0):
+            raise IrtexamError("bias_reduction='firth' needs a model without guessing (1PL or 2PL): the 3PL's "
+                               "Jeffreys penalty is no bias correction (its link is not canonical)")
         if self.n_choices < 2:
             raise IrtexamError("n_choices must be at least 2")
 
