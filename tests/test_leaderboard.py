@@ -100,9 +100,10 @@ def test_leaderboard_shapes_recover_on_the_sample_standardised_scale(shape, mode
     assert row["distinct"] == row["patterns"]
 
 
-def test_the_command_line_applies_the_leaderboard_rule_and_holds_the_c_centre(tmp_path, capsys):
+def test_the_command_line_applies_the_leaderboard_rule_and_its_c_centre(tmp_path, capsys):
     """irtexam fit hands every option to fit(), unset ones as None: the rule must read None as not given (a first
-    version learned the c centre from the command line only: 3PL 2,000 x 1,000 slopes x1.104)."""
+    version learned the c centre as the joint posterior's mode from the command line only: 3PL 2,000 x 1,000
+    slopes x1.104); the leaderboard's centre is the empirical-Bayes one."""
     import json
 
     from irtexam.cli import main
@@ -113,14 +114,14 @@ def test_the_command_line_applies_the_leaderboard_rule_and_holds_the_c_centre(tm
     meta = json.loads((tmp_path / "fit" / "meta.json").read_text())
     stats = meta.get("fit_stats", meta)
     assert stats["method"] == "map" and "answered 600 items" in stats["method_rule"]
-    assert stats["item_prior"]["guessing_centre"] == "fixed" and "held at 1/4" in stats["item_prior"]["guessing_centre_rule"]
+    assert stats["item_prior"]["guessing_centre"] == "learned" and "empirical-Bayes" in stats["item_prior"]["guessing_centre_rule"]
 
 
 def test_the_leaderboard_3pl_learns_a_guessing_centre_away_from_one_over_n_choices():
     """Every item's c is 0.1 (a 10-choice benchmark, or models that rarely guess), 600 items x 400 models: the
-    default holds no fixed c centre where items have 300 responses or more, and learns it by the empirical-Bayes
-    equation (the marginal estimator's). Before, the centre was held at 1/4 there: c +0.107 to +0.116 and slopes
-    x1.26-1.29 on these two data sets; the joint posterior's mode for the centre instead climbs towards 1/2."""
+    default learns the c centre by the empirical-Bayes equation (the marginal estimator's). Before, the centre was
+    held at 1/4 there: c +0.107 to +0.116 and slopes x1.26-1.29 on these two data sets; the joint posterior's mode
+    for the centre instead climbs towards 1/2."""
     for seed in (0, 1):
         responses, truth = simulate(600, 400, model="3pl", seed=seed, guessing=0.1)
         star = standardised_truth(truth)
@@ -129,7 +130,7 @@ def test_the_leaderboard_3pl_learns_a_guessing_centre_away_from_one_over_n_choic
             fit = irtexam.fit(responses, model="3pl")
         prior = fit.fit_stats["item_prior"]
         assert fit.fit_stats["method"] == "map" and prior["guessing_centre"] == "learned"
-        assert "learned: a median of 400 responses" in prior["guessing_centre_rule"]
+        assert "empirical-Bayes" in prior["guessing_centre_rule"] and fit.spec.c_centre_rule == "empirical"
         assert abs(prior["c_mean"] - 0.1) < 0.04
         assert abs(float(fit.items["c"].mean()) - 0.1) < 0.04
         assert float(np.exp(np.mean(np.log(fit.items["a"].to_numpy() / star["a"])))) < 1.12

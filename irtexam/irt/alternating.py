@@ -172,9 +172,9 @@ def hyper_gradient_and_precision(items: Mapping[str, Array], spec: ModelSpec,
     there) and items whose c the data barely inform sit at their prior's mode, so the mode's centre climbs
     towards 1/2 with thousands of items: 3PL, 2,000 items x 1,000 examinees, c ~ Beta(5, 15) (mean 0.25):
     centre 0.29, a x1.104; "empirical" 0.262, x1.063; c = 0.1 for every item: "empirical" 0.115, x1.061
-    (a centre held at 1/4: x1.247). On few examinees (150 hard items x 60) "empirical" drifts the other way
-    (0.19 against a true 0.26), which is why the joint mode keeps "mode" there and ``method="auto"`` holds the
-    centre below 300 responses per item. Tried and dropped: the logit-Beta's mean psi(kappa m) - psi(kappa (1 - m))
+    (a centre held at 1/4: x1.247); with 200-250 models it sits a little low (c -0.011 to -0.015). On a small
+    hard exam (150 items x 60) it drifts down (0.19 against a true 0.26), which is why the joint mode keeps
+    "mode" outside the leaderboard rule. Tried and dropped: the logit-Beta's mean psi(kappa m) - psi(kappa (1 - m))
     against each item's posterior mean of logit c from a Beta matched to its mode and curvature (0.279, x1.087).
     """
     from jax.scipy.special import digamma, polygamma

@@ -92,13 +92,15 @@ LEADERBOARD_MAX_CELLS = 5e7
 # 600 items x 20,000 examinees (ratio 0.056): map a x1.041, b slope 0.961, 90% intervals of a covering 0.78 in
 # 27 s; em 1.020 / 0.977, covering 0.92 in 56 s. The leaderboard shapes sit far below (12,032 x 2,211: 1.5e-5).
 LEADERBOARD_EXAMINEE_RATIO = 0.01
-# ... and there the c prior's centre is learned or held by the marginal estimator's size rule (learned where the
-# median item has at least 300 responses, :func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`) unless
-# guessing_centre is given. 3PL, c ~ Beta(5, 15) (mean 0.25 = 1 / n_choices), held against learned:
-# 2,000 items x 1,000 models a x1.046 / x1.032, 12,032 x 2,211 x1.030 / x1.023; with c = 0.1 for every item
-# (2,000 x 1,000) a centre held at 1/4 gave x1.247 and c +0.098, learned x1.138; at 200-250 models a learned
-# centre drifts up (2,000 x 200: 0.293, a x1.100; held x1.046).
-LEADERBOARD_C_CENTRE = "{}; the joint mode chosen by method='auto' decides as the marginal estimator does"
+# ... and there the 3PL's c prior centre is learned by the marginal estimator's empirical-Bayes equation
+# (ModelSpec.c_centre_rule="empirical") unless guessing_centre is given, at any number of models: a centre held at
+# 1/n_choices is right only where the guessing averages 1/n_choices. 3PL, c ~ U(0.05, 0.30)
+# (experiments/marginal_recovery.py --models 3pl --c-range 0.05,0.3): held, slopes x1.160 at 2,000 x 200 (2 reps)
+# and x1.128 at 12,032 x 2,211; learned x1.061 and x1.042. c ~ Beta(5, 15), mean 1/4 (3 reps): 2,000 x 200 /
+# 3,000 x 250 / 3,000 x 200 held x1.047 / x1.041 / x1.046, learned x1.027 / x1.023 / x1.025 (c -0.011 to -0.015);
+# 12,032 x 2,211 held x1.027, learned x1.043 (c +0.018).
+LEADERBOARD_C_CENTRE = ("learned by the empirical-Bayes equation (the mean of the items' logit c): the joint mode "
+                        "chosen by method='auto' for many items per examinee")
 
 
 def items_per_examinee(observed: Any) -> float:
@@ -338,10 +340,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         spec = replace(spec, bias_reduction="firth")
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")
-        if model_options.get("guessing_centre") is None:
-            from .marginal.guessing import guessing_centre_by_size
-            spec, rule = guessing_centre_by_size(spec, design.mask)
-            guessing_note = LEADERBOARD_C_CENTRE.format(rule)
+        guessing_note = LEADERBOARD_C_CENTRE
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees))
