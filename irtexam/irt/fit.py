@@ -333,7 +333,9 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    if leaderboard and spec.kind == "2pl" and spec.fixed_c == 0.0:
+    kind_object = spec.kind_object
+    if (leaderboard and kind_object.has_discrimination and not kind_object.graded and not kind_object.free_guessing
+            and spec.fixed_c == 0.0):
         # Firth's penalty on each item's slope and intercept: the 2PL's slopes from 200-250 models per item
         # (experiments/marginal_recovery.py --regimes 3000x200,2000x200,3000x250 --models 2pl --reps 2 --seed 1)
         # x1.028 / x1.034 / x1.018 -> x1.007 / x1.013 / x1.001, b slopes within 0.02 of 1 either way
