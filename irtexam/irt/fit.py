@@ -99,6 +99,12 @@ LEADERBOARD_EXAMINEE_RATIO = 0.01
 # and x1.128 at 12,032 x 2,211; learned x1.061 and x1.042. c ~ Beta(5, 15), mean 1/4 (3 reps): 2,000 x 200 /
 # 3,000 x 250 / 3,000 x 200 held x1.047 / x1.041 / x1.046, learned x1.027 / x1.023 / x1.025 (c -0.011 to -0.015);
 # 12,032 x 2,211 held x1.027, learned x1.043 (c +0.018).
+# ... and there the 2PL's items take Firth's penalty where the median item has fewer than this many responses:
+# an item's slope is then a logistic regression's on few abilities, a few percent high
+# (experiments/marginal_recovery.py --regimes 3000x200,2000x200,3000x250 --models 2pl --reps 2 --seed 1: x1.028 /
+# x1.034 / x1.018 -> x1.007 / x1.013 / x1.001); at 2,211 models it moves nothing (12,032 x 2,211: 0.999 either
+# way) and its four extra per-cell sums cost 1.5-2 s of the 7.6 s whole process.
+FIRTH_MAX_RESPONSES = 1000
 LEADERBOARD_C_CENTRE = ("learned by the empirical-Bayes equation (the mean of the items' logit c): the joint mode "
                         "chosen by method='auto' for many items per examinee")
 
@@ -335,10 +341,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     guessing_note = None
     kind_object = spec.kind_object
     if (leaderboard and kind_object.has_discrimination and not kind_object.graded and not kind_object.free_guessing
-            and spec.fixed_c == 0.0):
-        # Firth's penalty on each item's slope and intercept: the 2PL's slopes from 200-250 models per item
-        # (experiments/marginal_recovery.py --regimes 3000x200,2000x200,3000x250 --models 2pl --reps 2 --seed 1)
-        # x1.028 / x1.034 / x1.018 -> x1.007 / x1.013 / x1.001, b slopes within 0.02 of 1 either way
+            and spec.fixed_c == 0.0 and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
         spec = replace(spec, bias_reduction="firth")
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")

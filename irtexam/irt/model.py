@@ -103,7 +103,8 @@ class ModelSpec:
             1/2 log det F_i (F_i item i's Fisher information given the abilities) to each item's log posterior,
             which removes the O(1 / examinees) bias of a logistic regression's slope (1PL and 2PL without
             guessing only; :func:`irtexam.irt.alternating.firth_gradient`). ``method="auto"`` uses it where it
-            picks the joint mode for many items per examinee.
+            picks the joint mode for many items per examinee and the median item has fewer than
+            :data:`irtexam.irt.fit.FIRTH_MAX_RESPONSES` responses.
     """
 
     kind: str = "3pl"
