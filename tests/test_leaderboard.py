@@ -110,7 +110,8 @@ def test_the_command_line_applies_the_leaderboard_rule_and_its_c_centre(tmp_path
     table = tmp_path / "r.csv"
     main(["simulate", "--items", "600", "--examinees", "60", "--model", "3pl", "--seed", "2", "--out", str(table)])
     assert main(["fit", str(table), "--model", "3pl", "--out", str(tmp_path / "fit")]) == 0
-    assert "answered 600 items" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "answered 600 items" in printed and "learned by the empirical-Bayes equation" in printed
     meta = json.loads((tmp_path / "fit" / "meta.json").read_text())
     stats = meta.get("fit_stats", meta)
     assert stats["method"] == "map" and "answered 600 items" in stats["method_rule"]
@@ -131,6 +132,7 @@ def test_the_leaderboard_3pl_learns_a_guessing_centre_away_from_one_over_n_choic
         prior = fit.fit_stats["item_prior"]
         assert fit.fit_stats["method"] == "map" and prior["guessing_centre"] == "learned"
         assert "empirical-Bayes" in prior["guessing_centre_rule"] and fit.spec.c_centre_rule == "empirical"
+        assert prior["c_centre_rule"] == "empirical"
         assert abs(prior["c_mean"] - 0.1) < 0.04
         assert abs(float(fit.items["c"].mean()) - 0.1) < 0.04
         assert float(np.exp(np.mean(np.log(fit.items["a"].to_numpy() / star["a"])))) < 1.12
@@ -215,6 +217,8 @@ def test_the_leaderboard_2pl_takes_firths_penalty_and_its_slopes_lose_their_smal
             auto = irtexam.fit(responses, model="2pl")
             plain = irtexam.fit(responses, model="2pl", method="map")
         assert auto.spec.bias_reduction == "firth" and plain.spec.bias_reduction == "none"
+        assert auto.fit_stats["item_prior"]["bias_reduction"] == "firth"
+        assert "bias_reduction" not in plain.fit_stats["item_prior"]
         ratio = [float(np.exp(np.mean(np.log(fit.items["a"].to_numpy() / star["a"])))) for fit in (auto, plain)]
         ratios.append(ratio[0])
         gains.append(ratio[1] - ratio[0])

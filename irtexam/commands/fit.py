@@ -64,6 +64,11 @@ def format_summary(result) -> str:
         if prior.get("guessing_centre") == "fixed":
             lines.append(f"  c prior centre {prior['c_mean']:.2f}, not learned: "
                          + (prior.get("guessing_centre_rule") or "guessing_centre fixed"))
+        elif prior.get("guessing_centre_rule"):
+            lines.append(f"  c prior centre {prior['c_mean']:.2f}, {prior['guessing_centre_rule']}")
+    if prior.get("bias_reduction") == "firth":
+        lines.append("  items with Firth's penalty (under 1,000 answers an item's slope at its maximum runs high; "
+                     "--method map for the plain joint mode)")
     if result.facets is not None:
         for facet, group in result.facets.groupby("facet", sort=False):
             ranked = group.sort_values("theta", ascending=False)

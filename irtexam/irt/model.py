@@ -93,18 +93,17 @@ class ModelSpec:
             marginal estimator's default, decides from the data: :func:`irtexam.irt.marginal.guessing.guessing_centre_by_size`).
         c_centre_scale: sd of the hyperprior of mu_c, N(logit(1 / n_choices), c_centre_scale^2): 1, or the marginal
             estimator's :data:`irtexam.irt.fit.MARGINAL_C_CENTRE_SCALE`.
-        c_centre_rule: how the joint mode's alternating solver learns mu_c: "mode" (the joint posterior's mode
-            under the exact logit-Beta density, as L-BFGS and NUTS see it) or "empirical" (the empirical-Bayes
-            equation of the marginal estimator, mu_c = the mean of the items' logit c under the hyperprior, the
-            logit-Beta taken as the normal of its curvature at its mode). The mode climbs towards c = 1/2 where
-            thousands of items carry little information on their c (:func:`irtexam.irt.alternating.hyper_gradient_and_precision`);
-            ``method="auto"`` uses "empirical" where it picks the joint mode for many items per examinee.
-        bias_reduction: "none", or "firth": the joint mode's alternating solver adds Firth's penalty
-            1/2 log det F_i (F_i item i's Fisher information given the abilities) to each item's log posterior,
-            which removes the O(1 / examinees) bias of a logistic regression's slope (1PL and 2PL without
-            guessing only; :func:`irtexam.irt.alternating.firth_gradient`). ``method="auto"`` uses it where it
-            picks the joint mode for many items per examinee and the median item has fewer than
-            :data:`irtexam.irt.fit.FIRTH_MAX_RESPONSES` responses.
+        c_centre_rule: how the joint mode's alternating solver learns mu_c: "mode" (the joint posterior's mode,
+            exact logit-Beta density, as L-BFGS and NUTS see it) or "empirical" (the marginal estimator's
+            empirical-Bayes equation, mu_c = the mean of the items' logit c under the hyperprior). The mode climbs
+            towards c = 1/2 where thousands of items carry little information on their c
+            (:func:`irtexam.irt.alternating.hyper_gradient_and_precision`); ``method="auto"`` uses "empirical"
+            where it picks the joint mode for many items per examinee.
+        bias_reduction: "none", or "firth": the joint mode's alternating solver adds Firth's penalty 1/2 log det
+            F_i (item i's Fisher information given the abilities) to each item's log posterior, which removes the
+            O(1 / examinees) bias of a logistic regression's slope (no guessing, binary;
+            :func:`irtexam.irt.alternating.firth_gradient`). ``method="auto"`` uses it there for the 2PL where the
+            median item has fewer than :data:`irtexam.irt.fit.FIRTH_MAX_RESPONSES` responses.
     """
 
     kind: str = "3pl"
@@ -358,8 +357,10 @@ def item_prior_summary(spec: ModelSpec, hyper: Mapping[str, Any] | None = None) 
     """The centres of the item priors a fit used, on the reported scale: ``slope_centre`` ("learned" or "fixed"),
     ``a_median`` = exp(mu_a) (learned) or exp(log_a_loc),
     ``d_location`` = mu_d (GRM: ``b1_location``), ``c_mean`` = sigmoid(mu_c) (the prior mean of c); only
-    ``kind`` for flat priors ("none")."""
+    ``kind`` for flat priors ("none"); ``bias_reduction`` and ``c_centre_rule`` where not the plain joint mode's."""
     out: dict[str, Any] = {"kind": spec.item_prior}
+    if spec.bias_reduction != "none":
+        out["bias_reduction"] = spec.bias_reduction
     if spec.item_prior == "none":
         return out
     if spec.has_discrimination:
@@ -373,6 +374,8 @@ def item_prior_summary(spec: ModelSpec, hyper: Mapping[str, Any] | None = None) 
         alpha, beta = loc["c"]
         out["guessing_centre"] = spec.guessing_centre
         out["c_mean"] = float(alpha / (alpha + beta))
+        if spec.guessing_centre == "learned" and spec.c_centre_rule != "mode":
+            out["c_centre_rule"] = spec.c_centre_rule
     return out
 
 
