@@ -67,8 +67,9 @@ def format_summary(result) -> str:
         elif prior.get("guessing_centre_rule"):
             lines.append(f"  c prior centre {prior['c_mean']:.2f}, {prior['guessing_centre_rule']}")
     if prior.get("bias_reduction") == "firth":
-        lines.append("  items with Firth's penalty (under 1,000 answers an item's slope at its maximum runs high; "
-                     "--method map for the plain joint mode)")
+        from ..irt.fit import FIRTH_MAX_RESPONSES
+        lines.append(f"  items with Firth's penalty (under {FIRTH_MAX_RESPONSES:,} answers an item's slope at its maximum "
+                     "runs high; --method map for the plain joint mode)")
     if result.facets is not None:
         for facet, group in result.facets.groupby("facet", sort=False):
             ranked = group.sort_values("theta", ascending=False)
