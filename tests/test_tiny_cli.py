@@ -45,6 +45,14 @@ def test_cli_select_then_score_matches_python(bank_dir, capsys):
     py = score_models(root / "fit", new[list(subset["item"])], weights=root / "sub" / "subset.csv")
     pd.testing.assert_frame_equal(cli, py, check_names=False, check_dtype=False)
     assert (cli["accuracy_low"] <= cli["accuracy"]).all() and (cli["accuracy"] <= cli["accuracy_high"]).all()
+    # the tiny guide's quick start passes the folder `tiny select --out` wrote, not its subset.csv
+    assert main(["tiny", "score", str(root / "fit"), str(root / "answers.csv"), "--weights", str(root / "sub"),
+                 "--out", str(root / "scores_folder.csv")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(root / "scores_folder.csv", index_col="model"), cli)
+    (root / "empty").mkdir()
+    assert main(["tiny", "score", str(root / "fit"), str(root / "answers.csv"), "--weights", str(root / "empty"),
+                 "--out", str(root / "s.csv")]) == 2
+    assert "a folder without subset.csv" in capsys.readouterr().err
 
 
 def test_cli_errors_are_one_line(bank_dir, capsys):

@@ -374,8 +374,8 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
             models, columns item ids; or long: item, examinee, response). Any subset of the bank's items;
             missing cells allowed.
         weights: per-item weights of the subset accuracy (tinyBenchmarks' anchor weights: a Series indexed by
-            item id, a mapping, or the ``subset.csv`` written by :func:`irtexam.bank.subset.write_subset`);
-            default equal weights.
+            item id, a mapping, or the ``subset.csv`` written by :func:`irtexam.bank.subset.write_subset`, or the
+            folder it was written into); default equal weights.
         prior_mean: the mean of the ability prior on the bank's scale (default 0, the calibration's).
         prior_sd: its sd (default 1).
         misfit: add the misfit measured on the calibration models (:func:`calibration_errors`).
@@ -440,12 +440,18 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
 
 
 def _item_weights(bank: TinyBank, weights: Any) -> np.ndarray:
-    """Per-item weights (N,) from None (ones), a Series / mapping item -> weight, or a subset.csv path."""
+    """Per-item weights (N,) from None (ones), a Series / mapping item -> weight, or a subset.csv path (or the folder
+    ``irtexam tiny select --out`` wrote it into)."""
     if weights is None:
         return np.ones(bank.n_items)
     source = "weights"
     if isinstance(weights, (str, Path)):
         source = str(weights)
+        if Path(weights).is_dir():
+            if not (Path(weights) / "subset.csv").is_file():
+                raise IrtexamError(f"{source}: a folder without subset.csv; pass the folder `irtexam tiny select "
+                                   f"--out` wrote, or its subset.csv")
+            weights = Path(weights) / "subset.csv"
         try:
             frame = pd.read_csv(weights)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, EOFError) as exc:

@@ -59,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        "accuracy and the gp-IRT-style blend. Writes a CSV, one row per model.")
     s.add_argument("fitdir", help="fit folder written by `irtexam fit ... --out DIR` (the calibrated bank)")
     s.add_argument("answers", help="the new models' answers (any subset of the bank's items; missing allowed)")
-    s.add_argument("--weights", metavar="SUBSET_CSV", help="subset.csv of `irtexam tiny select` (anchor weights of "
-                                                          "the subset accuracy; default equal weights)")
+    s.add_argument("--weights", metavar="SUBSET", help="the folder of `irtexam tiny select --out` or its subset.csv "
+                                                      "(anchor weights of the subset accuracy; default equal weights)")
     s.add_argument("--prior-sd", type=POSITIVE_FLOAT, default=1.0, help="sd of the N(0, sd^2) ability prior (1)")
     s.add_argument("--no-misfit", dest="misfit", action="store_false",
                    help="leave the misfit measured on the calibration models out of the accuracy interval")
