@@ -66,6 +66,26 @@ def test_cli_errors_are_one_line(bank_dir, capsys):
     assert main(["tiny", "validate", str(root / "x.csv"), "--k", "a,b", "--out", str(root / "v")]) == 2
 
 
+def test_wide_answers_read_like_a_long_tables_responses(bank_dir, capsys):
+    root, new, _ = bank_dir
+    items = list(new.columns[:12])
+    new[items].to_csv(root / "numbers.csv")
+    new[items].astype(bool).to_csv(root / "booleans.csv")                      # pandas writes True / False
+    new[items].replace({1.0: "yes", 0.0: "no"}).to_csv(root / "words.csv")
+    from irtexam.bank.tiny import read_answers
+
+    numbers = read_answers(root / "numbers.csv")
+    for name in ("booleans.csv", "words.csv"):
+        other = read_answers(root / name)
+        assert other.items == numbers.items and np.array_equal(other.values, numbers.values)
+    framed = new[items].astype(object)
+    framed.iloc[3, 5] = "correct"
+    framed.to_csv(root / "bad_word.csv")
+    assert main(["tiny", "score", str(root / "fit"), str(root / "bad_word.csv"), "--out", str(root / "s.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "row 5" in err and f"column '{items[5]}'" in err and "'correct'" in err
+
+
 def test_split_models_is_a_seeded_partition():
     models = [f"m{i}" for i in range(50)]
     folds = split_models(models, 0.2, seed=3, splits=5)
