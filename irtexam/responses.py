@@ -358,7 +358,7 @@ class ResponseMatrix:
         check_header(list(frame.columns), source)
         missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
         if missing:
-            raise InputError(f"missing required column(s) {missing}; the table has {list(frame.columns)}",
+            raise InputError(f"missing required column(s) {missing}; the table has {_preview_columns(frame.columns)}",
                              path=source, column=missing[0])
         if len(frame) == 0:
             raise InputError("the table has a header but no rows", path=source)
@@ -478,7 +478,10 @@ class ResponseMatrix:
 
     @classmethod
     def read(cls, path: str | Path, *, graded: bool = False) -> "ResponseMatrix":
-        """Read a long response table (CSV/TSV/parquet/JSONL, optionally gzipped).
+        """Read a long response table (CSV/TSV/parquet/JSONL, optionally gzipped), or a wide one: a table with
+        neither an ``item`` nor a ``response`` column is one row per examinee (ids in the column ``examinee``, else
+        the first column) and one column per item, each cell parsed as a long table's response
+        (:func:`_read_wide_table`), as leaderboards are often kept.
 
         A plain parquet or CSV/TSV table (columns item, examinee, response only) is read batch by batch
         (:func:`irtexam.io_tables.read_plain_long`: peak memory about the float32 matrix plus a few
@@ -499,6 +502,8 @@ class ResponseMatrix:
         if frame.shape[1] == 0:
             raise InputError("the file is empty; expected a header with columns item, examinee, response",
                              path=str(path))
+        if frame.shape[1] >= 2 and not {"item", "response"} & {str(c) for c in frame.columns}:
+            return _read_wide_table(cls, frame, graded=graded, source=str(path))
         return cls.from_long(frame, graded=graded, source=str(path))
 
     # ---------------------------------------------------------------- output
@@ -686,6 +691,41 @@ ACCEPTED_RESPONSES = ("pass a ResponseMatrix, a path to a long table, a long Dat
                       "per item (NaN or pd.NA = missing)")
 
 
+WIDE_FILE_NOTE = ("the table has no item and response columns, so it was read as a wide table: one row per "
+                  "examinee (ids in the column 'examinee', else the first column), one column per item")
+
+
+def _preview_columns(columns: Sequence) -> str:
+    """A table's column names for a one-line message: all of up to 8, else the first 8 and the count."""
+    names = [str(c) for c in columns]
+    return str(names) if len(names) <= 8 else f"{names[:8]} ... ({len(names)} columns)"
+
+
+def _read_wide_table(cls: type, frame: pd.DataFrame, *, graded: bool, source: str) -> "ResponseMatrix":
+    """A wide response file (one row per examinee, one column per item: how leaderboards are kept) as a
+    ResponseMatrix: the examinee ids from the column ``examinee`` where there is one, else the first column; every
+    item column parsed as :func:`_from_wide_frame` parses a wide DataFrame's. Errors name the file and column."""
+    from dataclasses import replace
+
+    id_column = "examinee" if "examinee" in {str(c) for c in frame.columns} else frame.columns[0]
+    id_column = next(c for c in frame.columns if str(c) == str(id_column))
+    ids = frame[id_column]
+    if ids.isna().any():
+        row = int(np.flatnonzero(ids.isna().to_numpy())[0])
+        raise InputError(f"no examinee id ({WIDE_FILE_NOTE})", path=source, row=row + 1, column=str(id_column))
+    wide = frame.drop(columns=[id_column])
+    wide.index = pd.Index(ids.astype(str).str.strip())
+    try:
+        matrix = _from_wide_frame(cls, wide, graded=graded)
+    except InputError as exc:
+        detail = str(exc)
+        if exc.column is not None or exc.row is not None:
+            detail = detail.split(": ", 1)[-1]
+        detail = detail.split("; a wide DataFrame")[0].replace("the wide DataFrame's", "the table's")
+        raise InputError(f"{detail} ({WIDE_FILE_NOTE})", path=source, row=exc.row, column=exc.column) from None
+    return replace(matrix, source=source)
+
+
 def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "ResponseMatrix":
     """A ResponseMatrix from a wide DataFrame (rows examinees, columns items); every column parsed like a
     long table's response column (0/1, booleans, nullable pandas types, blank/NaN/None/pd.NA missing)."""
@@ -710,7 +750,7 @@ def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "Respon
             text = str(exc).split(": ", 1)[-1]
             raise InputError(f"{text} (examinee {examinees[exc.row - 1]!r}); a wide DataFrame holds one "
                              f"0/1 column per item; for facet columns pass a long table "
-                             f"(item, examinee, response, facets)", column=items[k]) from None
+                             f"(item, examinee, response, facets)", row=exc.row, column=items[k]) from None
     finite = values[~np.isnan(values)]
     max_score = int(finite.max()) if graded and finite.size else 1
     return cls(values=values, items=tuple(items), examinees=tuple(examinees), max_score=max(max_score, 1))

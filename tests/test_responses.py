@@ -144,3 +144,39 @@ def test_subset_follows_ids_not_positions():
     np.testing.assert_array_equal(sub.values, values[[3, 1]][:, [2, 0]])
     with pytest.raises(InputError, match="unknown item"):
         rm.subset(items=["nope"])
+
+
+WIDE = """model,q1,q2,q10
+m1,1,0,
+m2,true,no,1
+m3,0,1,0
+"""
+
+
+def test_wide_file_reads_like_the_wide_dataframe(tmp_path):
+    """A leaderboard kept wide (one row per model, one column per item) reads as the same matrix as its DataFrame:
+    ids from the first column, each cell parsed as a long table's response (true/no too), blank = missing."""
+    from_file = ResponseMatrix.read(write(tmp_path, WIDE))
+    frame = pd.DataFrame({"q1": [1, 1, 0], "q2": [0, 0, 1], "q10": [np.nan, 1, 0]}, index=["m1", "m2", "m3"])
+    expected = ResponseMatrix.coerce(frame)
+    assert from_file.examinees == expected.examinees == ("m1", "m2", "m3")
+    assert from_file.items == expected.items
+    np.testing.assert_array_equal(from_file.values, expected.values)
+    assert from_file.source.endswith("r.csv")
+    # a column named examinee holds the ids wherever it stands (pandas writes a named index first, others not)
+    moved = write(tmp_path, "q1,examinee,q2,q10\n1,m1,0,\ntrue,m2,no,1\n0,m3,1,0\n", "moved.csv")
+    np.testing.assert_array_equal(ResponseMatrix.read(moved).values, expected.values)
+
+
+def test_wide_file_errors_name_the_file_column_and_examinee(tmp_path):
+    with pytest.raises(InputError, match=r"bad\.csv, row 2, column 'q2': response 'maybe'.*examinee 'm2'.*wide table"):
+        ResponseMatrix.read(write(tmp_path, "model,q1,q2\nm1,1,0\nm2,0,maybe\n", "bad.csv"))
+    with pytest.raises(InputError, match=r"twice\.csv.*examinee id 'm1' appears more than once in the table's"):
+        ResponseMatrix.read(write(tmp_path, "model,q1,q2\nm1,1,0\nm1,0,1\n", "twice.csv"))
+    with pytest.raises(InputError, match=r"blank\.csv, row 2, column 'model': no examinee id"):
+        ResponseMatrix.read(write(tmp_path, "model,q1,q2\nm1,1,0\n,0,1\n", "blank.csv"))
+    # a long table that misses a column is not taken for a wide one, and a long error lists few columns
+    many = ",".join(["item", "examinee"] + [f"x{k}" for k in range(40)])
+    path = write(tmp_path, many + "\n" + ",".join(["q1", "e1"] + ["0"] * 40) + "\n", "many.csv")
+    with pytest.raises(InputError, match=r"missing required column\(s\) \['response'\].*\.\.\. \(42 columns\)$"):
+        ResponseMatrix.read(path)

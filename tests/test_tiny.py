@@ -159,7 +159,7 @@ def test_bad_answers_get_one_line_errors(tmp_path):
         score_models(bank, pd.DataFrame({"zz": [1.0]}))
     path = tmp_path / "answers.csv"
     path.write_text("model,q0001,q0002\nm1,1,0\nm2,1,maybe\n")
-    with pytest.raises(IrtexamError, match=r"answers.csv, row 3, column 'q0002': answer 'maybe'"):
+    with pytest.raises(IrtexamError, match=r"answers.csv, row 2, column 'q0002': response 'maybe'.*examinee 'm2'"):
         score_models(bank, path)
     with pytest.raises(IrtexamError, match="prior_sd"):
         score_models(bank, pd.DataFrame({"q0001": [1.0]}), prior_sd=0)

@@ -83,7 +83,8 @@ def test_wide_answers_read_like_a_long_tables_responses(bank_dir, capsys):
     framed.to_csv(root / "bad_word.csv")
     assert main(["tiny", "score", str(root / "fit"), str(root / "bad_word.csv"), "--out", str(root / "s.csv")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "row 5" in err and f"column '{items[5]}'" in err and "'correct'" in err
+    assert err.count("\n") == 0 and f"column '{items[5]}'" in err and "'correct'" in err
+    assert f"examinee '{framed.index[3]}'" in err and "read as a wide table" in err
 
 
 def test_split_models_is_a_seeded_partition():
@@ -175,3 +176,16 @@ def test_a_fitted_bank_has_empirical_bayes_slopes(bank_dir):
     log_shrunk, log_raw = np.log(shrunk.params.a), np.log(raw.params.a)
     assert np.std(log_shrunk) < np.std(log_raw)
     assert stats.spearmanr(log_shrunk, log_raw)[0] > 0.9
+
+
+def test_fit_reads_a_wide_leaderboard_as_its_long_table(tmp_path, capsys):
+    """A leaderboard kept wide (one row per model, one column per question) fits as its long table does."""
+    responses, _ = irtexam.simulate(40, 30, model="2pl", seed=11)
+    wide = responses.to_wide()
+    wide.index.name = "model"
+    wide.to_csv(tmp_path / "wide.csv")
+    responses.save(tmp_path / "long.csv")
+    for name in ("wide", "long"):
+        assert main(["fit", str(tmp_path / f"{name}.csv"), "--model", "2pl", "--out", str(tmp_path / name)]) == 0
+    items = [pd.read_csv(tmp_path / name / "items.csv", index_col=0) for name in ("wide", "long")]
+    pd.testing.assert_frame_equal(items[0], items[1])

@@ -195,34 +195,11 @@ def align(bank: TinyBank, responses: Any) -> tuple[np.ndarray, list[str], str]:
 
 
 def read_answers(path: str | Path) -> ResponseMatrix:
-    """A response file, long (columns item, examinee, response) or wide (first column the model ids, one
-    column per item, blank = missing); each cell read as a long table's response is (0/1, true/false, yes/no,
-    :func:`irtexam.scores._parse_score`), with a one-line error naming the file, row and column of a cell that is
-    none of those."""
-    from ..errors import InputError
-    from ..responses import read_long_table
-    from ..scores import _parse_score
-
-    frame = read_long_table(path)
-    if {"item", "response"} <= set(frame.columns):
-        return ResponseMatrix.read(path)
-    if frame.shape[1] < 2:
-        raise InputError("expected a long table (item, examinee, response) or a wide one (a model id column, "
-                         "then one column per item)", path=str(path))
-    wide = frame.set_index(frame.columns[0])
-    cells = wide.to_numpy(dtype=object)
-    codes, distinct = pd.factorize(cells.ravel(), use_na_sentinel=True)  # each distinct text parsed once
-    parsed = [_parse_score(value, graded=False) for value in distinct]
-    failed = np.array([message is not None for _, message in parsed] + [False])[codes]
-    if failed.any():
-        row, col = divmod(int(np.flatnonzero(failed)[0]), cells.shape[1])
-        raise InputError(f"answer {cells[row, col]!r} is not 0, 1 (true/false, yes/no) or blank", path=str(path),
-                         row=row + 2, column=str(wide.columns[col]))
-    values = np.array([score for score, _ in parsed] + [np.nan])[codes].reshape(cells.shape)
-    from dataclasses import replace
-
-    return replace(ResponseMatrix.from_wide(pd.DataFrame(values, index=wide.index, columns=wide.columns)),
-                   source=str(path))
+    """A response file, long (columns item, examinee, response) or wide (one row per model: ids in the column
+    ``examinee``, else the first column; one column per item; blank = missing), each cell read as a long table's
+    response is (0/1, true/false, yes/no): :meth:`irtexam.responses.ResponseMatrix.read`, whose one-line errors
+    name the file, the column and the model."""
+    return ResponseMatrix.read(path)
 
 
 def answered_loglik(y: np.ndarray, bank: TinyBank, grid: np.ndarray = GRID, item_draws: bool = True

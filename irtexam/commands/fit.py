@@ -12,9 +12,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "fit", help="fit a (hierarchical) IRT model to a response matrix",
         description="Fit a 1PL/2PL/3PL (or graded) IRT model to a long response table (CSV/parquet/JSONL with "
-                    "columns item, examinee, response and optional facet columns). Writes items.csv, "
-                    "examinees.csv, facets.csv (with --facets), contrasts.csv, fit.nc (arviz) and meta.json.")
-    parser.add_argument("responses", help="long response table: item, examinee, response (+ facet columns)")
+                    "columns item, examinee, response and optional facet columns) or a wide one (one row per "
+                    "examinee, ids in a column 'examinee' or the first column, one column per item). Writes "
+                    "items.csv, examinees.csv, facets.csv (with --facets), contrasts.csv, fit.nc (arviz) and "
+                    "meta.json.")
+    parser.add_argument("responses", help="long response table: item, examinee, response (+ facet columns); or a "
+                                          "wide one: one row per examinee, one column per item")
     parser.add_argument("--facets", default=None,
                         help="comma-separated examinee facet columns for the hierarchical model, e.g. "
                              "llm,retriever,icl; 'auto' uses every facet column with at least two levels")
