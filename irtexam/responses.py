@@ -703,10 +703,14 @@ def _preview_columns(columns: Sequence) -> str:
 
 def _read_wide_table(cls: type, frame: pd.DataFrame, *, graded: bool, source: str) -> "ResponseMatrix":
     """A wide response file (one row per examinee, one column per item: how leaderboards are kept) as a
-    ResponseMatrix: the examinee ids from the column ``examinee`` where there is one, else the first column; every
-    item column parsed as :func:`_from_wide_frame` parses a wide DataFrame's. Errors name the file and column."""
+    ResponseMatrix: the examinee ids from the column ``examinee`` where there is one, else from the index a parquet
+    file written by pandas restores (``DataFrame.to_parquet`` keeps a named or labelled index), else the first
+    column; every item column parsed as :func:`_from_wide_frame` parses a wide DataFrame's. Errors name the file,
+    row and column."""
     from dataclasses import replace
 
+    if "examinee" not in {str(c) for c in frame.columns} and not isinstance(frame.index, pd.RangeIndex):
+        frame = frame.reset_index()  # the stored index: the ids, now the first column
     id_column = "examinee" if "examinee" in {str(c) for c in frame.columns} else frame.columns[0]
     id_column = next(c for c in frame.columns if str(c) == str(id_column))
     ids = frame[id_column]

@@ -180,3 +180,15 @@ def test_wide_file_errors_name_the_file_column_and_examinee(tmp_path):
     path = write(tmp_path, many + "\n" + ",".join(["q1", "e1"] + ["0"] * 40) + "\n", "many.csv")
     with pytest.raises(InputError, match=r"missing required column\(s\) \['response'\].*\.\.\. \(42 columns\)$"):
         ResponseMatrix.read(path)
+
+
+def test_wide_parquet_keeps_the_index_pandas_stored(tmp_path):
+    """DataFrame.to_parquet stores a labelled index; read back, it holds the ids (not the first item column)."""
+    frame = pd.DataFrame({"q1": [1, 0, 1], "q2": [0, 0, 1]}, index=pd.Index(["m1", "m2", "m3"], name="model"))
+    frame.to_parquet(tmp_path / "w.parquet")
+    frame.rename_axis(None).to_parquet(tmp_path / "unnamed.parquet")
+    frame.reset_index().to_parquet(tmp_path / "column.parquet", index=False)
+    for name in ("w.parquet", "unnamed.parquet", "column.parquet"):
+        rm = ResponseMatrix.read(tmp_path / name)
+        assert rm.examinees == ("m1", "m2", "m3") and rm.items == ("q1", "q2"), name
+        np.testing.assert_array_equal(rm.values, frame.to_numpy(dtype=float).T)
