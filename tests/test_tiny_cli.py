@@ -66,6 +66,23 @@ def test_cli_errors_are_one_line(bank_dir, capsys):
     assert main(["tiny", "validate", str(root / "x.csv"), "--k", "a,b", "--out", str(root / "v")]) == 2
 
 
+def test_weights_cover_the_subset_only(bank_dir, capsys):
+    """Answers to the whole bank with the subset's weights: subset_accuracy is the anchor-weighted accuracy on the
+    subset (items outside weigh 0, where they weighed 1 and swamped the anchors' shares), and the command says so."""
+    root, new, _ = bank_dir
+    assert main(["tiny", "select", str(root / "fit"), "--k", "20", "--rule", "anchors", "--out", str(root / "sub20")]) == 0
+    subset = pd.read_csv(root / "sub20" / "subset.csv")
+    new.to_csv(root / "everything.csv")
+    capsys.readouterr()
+    assert main(["tiny", "score", str(root / "fit"), str(root / "everything.csv"), "--weights", str(root / "sub20"),
+                 "--out", str(root / "all_scores.csv")]) == 0
+    assert f"{new.shape[1] - 20} answered item(s) are not in" in capsys.readouterr().out
+    scores = pd.read_csv(root / "all_scores.csv", index_col="model")
+    weighted = new[list(subset["item"])].to_numpy() @ subset["weight"].to_numpy() / subset["weight"].sum()
+    np.testing.assert_allclose(scores["subset_accuracy"].to_numpy(), weighted, atol=1e-12)
+    assert (scores["n_answered"] == new.shape[1]).all()
+
+
 def test_wide_answers_read_like_a_long_tables_responses(bank_dir, capsys):
     root, new, _ = bank_dir
     items = list(new.columns[:12])

@@ -294,7 +294,7 @@ def _irt_prediction(y: np.ndarray, w: np.ndarray, p: np.ndarray, misfit_var: flo
 def _subset_accuracy(y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weighted accuracy on the answered items and its finite-population sampling variance (module doc)."""
     n = y.shape[1]
-    seen = ~np.isnan(y)
+    seen = ~np.isnan(y) & (weights[None, :] > 0)   # items of weight 0 are not in the subset
     u = np.where(seen, weights[None, :], 0.0)
     total = np.maximum(u.sum(axis=1), 1e-300)
     s = (u * np.nan_to_num(y)).sum(axis=1) / total
@@ -419,12 +419,16 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     out.attrs["calibration"] = cal or {}
     out.attrs["slopes"] = tb.shrinkage or {}
     out.attrs["bank_items"] = tb.n_items
+    out.attrs["answered_outside_weights"] = int(((~np.isnan(y)).any(axis=0) & (u == 0)).sum()) if weights is not None \
+        else 0
     return out
 
 
 def _item_weights(bank: TinyBank, weights: Any) -> np.ndarray:
     """Per-item weights (N,) from None (ones), a Series / mapping item -> weight, or a subset.csv path (or the folder
-    ``irtexam tiny select --out`` wrote it into)."""
+    ``irtexam tiny select --out`` wrote it into). Items the weights do not name weigh 0: answered, they inform the
+    ability and the IRT prediction but not the anchor-weighted subset accuracy (a model that answered the whole bank
+    would otherwise have its anchors' cluster shares, which sum to 1, swamped by weights of 1)."""
     if weights is None:
         return np.ones(bank.n_items)
     source = "weights"
@@ -446,7 +450,7 @@ def _item_weights(bank: TinyBank, weights: Any) -> np.ndarray:
     mapping = dict(weights.items()) if hasattr(weights, "items") else None
     if mapping is None:
         raise IrtexamError(f"{source}: weights must map item ids to numbers")
-    out = np.array([float(mapping.get(i, 1.0)) for i in bank.ids])
+    out = np.array([float(mapping.get(i, 0.0)) for i in bank.ids])
     if not np.all(np.isfinite(out)) or (out < 0).any():
         bad = next(i for i, v in zip(bank.ids, out) if not (np.isfinite(v) and v >= 0))
         raise IrtexamError(f"{source}: item '{bad}': weight must be a non-negative number")

@@ -126,6 +126,10 @@ def run_score(args: argparse.Namespace) -> int:
           f"{scores.attrs['bank_items']}; mean predicted accuracy {scores['accuracy'].mean():.3f}, mean 90% "
           f"interval width {(scores['accuracy_high'] - scores['accuracy_low']).mean():.3f}"
           + (f"; misfit sd {cal['misfit_var'] ** 0.5:.4f} from {cal['models']} calibration models" if cal else ""))
+    outside = scores.attrs.get("answered_outside_weights", 0)
+    if outside:
+        print(f"{outside} answered item(s) are not in {args.weights}: they inform theta and accuracy, not "
+              f"subset_accuracy (the subset's weighted accuracy)")
     print(f"wrote {args.out}")
     return 0
 
