@@ -78,3 +78,26 @@ def test_q3_threshold_grows_for_small_samples_and_no_flags_under_true_model():
     assert dg.q3_threshold(60, 4950) > 0.5
     x, p, _ = _sim(40, 60, seed=3)
     assert len(dg.local_dependence(x, p, [f"i{k}" for k in range(40)])) <= 1
+
+
+def test_leaderboard_sized_diagnostics_stream_the_replicates_and_skip_q3(monkeypatch):
+    """Replicates are taken one at a time (the same totals as the stacked array), the number of predictive
+    draws shrinks to the cell budget, and Yen's Q3 is left out past Q3_MAX_ITEMS items, each said in a note."""
+    import irtexam
+
+    responses, _ = irtexam.simulate(30, 60, model="2pl", seed=4)
+    fit = irtexam.fit(responses, model="2pl", method="map", draws=50)
+    x = np.asarray(fit.responses.values, dtype=float)
+    stacked = dg.ppc_scores(x, replicates=fit.replicate(n=40, seed=3))
+    streamed = dg.ppc_scores(x, replicates=fit.replicates(n=40, seed=3))
+    for unit in ("examinee", "item"):
+        np.testing.assert_array_equal(stacked[f"rep_{unit}"], streamed[f"rep_{unit}"])
+    full = dg.diagnose(fit, n_draws=40)
+    assert full["summary"]["local_dependence_pairs"] is not None and full["ppc"]["rep_item"].shape[0] == 40
+    monkeypatch.setattr(dg, "Q3_MAX_ITEMS", 20)
+    monkeypatch.setattr(dg, "PPC_CELL_BUDGET", 30 * 60 * 25)
+    big = dg.diagnose(fit, n_draws=40)
+    assert big["ppc"]["rep_item"].shape[0] == 25 and big["ppc"]["rep_examinee"].shape == (25, 60)
+    assert big["summary"]["local_dependence_pairs"] is None and big["summary"]["q3_threshold"] is None
+    notes = " ".join(big["summary"]["notes"])
+    assert "uses 25 of the 40 draws" in notes and "Yen's Q3) not computed: 30 items make 435 pairs" in notes

@@ -25,6 +25,13 @@ import numpy as np
 import pandas as pd
 
 
+# Leaderboard-sized matrices: the predictive check replicates at most PPC_CELL_BUDGET cells in all (at least
+# PPC_MIN_DRAWS draws), and Yen's Q3 (items x items matrices, ~8 of them) is computed up to Q3_MAX_ITEMS items.
+# At 12,032 items x 2,211 models the check's 200 replicates were 43 GB and Q3's matrices 9 GB: `irtexam info` was
+# killed for memory on a 24 GB machine.
+PPC_CELL_BUDGET, PPC_MIN_DRAWS, Q3_MAX_ITEMS = 400_000_000, 20, 3000
+
+
 def _mask(x: np.ndarray) -> np.ndarray:
     return ~np.isnan(x)
 
@@ -157,7 +164,9 @@ def ppc_scores(x: np.ndarray, p_draws: np.ndarray | None = None, seed: int = 0,
     """Posterior predictive check of total scores per examinee and per item.
 
     ``replicates`` (S, items, examinees) are replicated response matrices (any score
-    scale, NaN where missing); without them binary replicates are drawn from ``p_draws``.
+    scale, NaN where missing), or an iterable of (items, examinees) ones taken one at a time
+    (:meth:`irtexam.irt.result.FitResult.replicates`: only their totals are kept); without them
+    binary replicates are drawn from ``p_draws``.
     For each unit, the observed total T_obs and replicated totals T_rep,s give the 90%
     band (5% and 95% quantiles of T_rep) and the two-sided p-value
     2 min(Pr(T_rep >= T_obs), Pr(T_rep <= T_obs)), capped at 1.
@@ -165,10 +174,15 @@ def ppc_scores(x: np.ndarray, p_draws: np.ndarray | None = None, seed: int = 0,
     """
     x = np.asarray(x, dtype=float)
     rep = replicates if replicates is not None else replicate(np.asarray(p_draws, dtype=float), _mask(x), seed)
+    if isinstance(rep, np.ndarray):
+        totals = {"examinee": np.nansum(rep, axis=1), "item": np.nansum(rep, axis=2)}
+    else:
+        sums = [(np.nansum(r, axis=0), np.nansum(r, axis=1)) for r in rep]
+        totals = {"examinee": np.stack([e for e, _ in sums]), "item": np.stack([i for _, i in sums])}
     out: dict = {}
     for name, axis in (("examinee", 0), ("item", 1)):
         obs = np.nansum(x, axis=axis)
-        reps = np.nansum(rep, axis=axis + 1)
+        reps = totals[name]
         hi = (reps >= obs).mean(axis=0)
         lo = (reps <= obs).mean(axis=0)
         out[name] = pd.DataFrame({"observed": obs, "replicated_mean": reps.mean(0),
@@ -260,14 +274,18 @@ def diagnose(result, n_draws: int = 200, seed: int = 0, q3_min: float | None = N
     baseline = float(np.nanmean(x))
     per_item = per_item.join(item_rmse(x, p, baseline).set_axis(list(rm.items)))
     notes = []
+    n_ppc = int(min(n_draws, max(PPC_MIN_DRAWS, PPC_CELL_BUDGET // max(x.size, 1))))
+    if n_ppc < n_draws:
+        notes.append(f"the posterior predictive check uses {n_ppc} of the {n_draws} draws asked for: "
+                     f"{x.shape[0]:,} items x {x.shape[1]:,} examinees, replicated draw by draw "
+                     f"(irtexam.analysis.diagnostics.PPC_CELL_BUDGET cells in all)")
     if result.samples is not None:
-        replicates = result.replicate(n=n_draws, seed=seed)
+        replicates = result.replicates(n=n_ppc, seed=seed)
     else:
         notes.append("no posterior draws: the predictive check replicates from the point estimate")
         rng = np.random.default_rng(seed)
-        replicates = np.stack([np.where(_mask(x), kinds.simulate_responses(theta[None, :], column, rng,
-                                                                           pairwise=True), np.nan)
-                               for _ in range(n_draws)])
+        replicates = (np.where(_mask(x), kinds.simulate_responses(theta[None, :], column, rng, pairwise=True), np.nan)
+                      for _ in range(n_ppc))
     ppc = ppc_scores(x, replicates=replicates)
     per_item["ppp"] = ppc["item"]["ppp"].to_numpy()
     scale = max(float(np.nanmax(x)) if np.isfinite(x).any() else 1.0, 1.0)
@@ -278,15 +296,22 @@ def diagnose(result, n_draws: int = 200, seed: int = 0, q3_min: float | None = N
     per_ex = fit_mean_squares(x, p, axis=0, variance=variance).set_axis(list(rm.examinees))
     per_ex = per_ex.join(ppc["examinee"].set_axis(list(rm.examinees)))
     per_ex.index.name = "examinee"
-    ld = local_dependence(x, p, list(rm.items), q3_min)
+    if x.shape[0] <= Q3_MAX_ITEMS:
+        ld = local_dependence(x, p, list(rm.items), q3_min)
+    else:
+        ld = pd.DataFrame(columns=["item_1", "item_2", "q3", "q3_star"])
+        ld.attrs.update(threshold=float("nan"), constant_items=0, skipped=True)
+        notes.append(f"local dependence (Yen's Q3) not computed: {x.shape[0]:,} items make "
+                     f"{x.shape[0] * (x.shape[0] - 1) // 2:,} pairs, past "
+                     f"irtexam.analysis.diagnostics.Q3_MAX_ITEMS = {Q3_MAX_ITEMS:,} items")
     calibration = ppc_calibration(ppc)
     summary = {
         "n_items": len(per_item), "n_examinees": len(per_ex),
         "low_discrimination": int(per_item["low_discrimination"].sum()),
         "likely_wrong_key": int(per_item["wrong_key_flag"].sum()),
         "misfit_items": int(per_item["misfit_flag"].sum()),
-        "local_dependence_pairs": int(len(ld)),
-        "q3_threshold": float(ld.attrs["threshold"]),
+        "local_dependence_pairs": None if ld.attrs.get("skipped") else int(len(ld)),
+        "q3_threshold": None if ld.attrs.get("skipped") else float(ld.attrs["threshold"]),
         "rmse": float(np.sqrt(np.nanmean((x - p) ** 2))),
         "rmse_baseline": float(np.sqrt(np.nanmean((x - baseline) ** 2))),
         "baseline": baseline,
