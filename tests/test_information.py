@@ -166,3 +166,20 @@ def test_graded_information_with_two_categories_is_the_2pl():
     theta = np.linspace(-2, 2, 5)
     np.testing.assert_allclose(graded_item_information(theta, np.array([1.3]), np.array([[0.4]])),
                                item_information(theta, np.array([1.3]), np.array([0.4])), rtol=1e-9)
+
+
+def test_category_membership_by_hand():
+    """Multi-label items count in every category, unlabelled ones in 'uncategorised', columns in ``order``."""
+    import pandas as pd
+
+    from irtexam.analysis.information import category_membership
+
+    labels = pd.Series({"q1": ["apply", "recall"], "q2": "recall", "q3": None, "q4": "analyse|apply", "q5": ""})
+    table = category_membership(labels, order=["recall", "apply", "create"])
+    assert list(table.columns) == ["recall", "apply", "analyse", "uncategorised"]
+    assert list(table.index) == ["q1", "q2", "q3", "q4", "q5"]
+    expected = {"q1": {"recall", "apply"}, "q2": {"recall"}, "q3": {"uncategorised"}, "q4": {"analyse", "apply"},
+                "q5": {"uncategorised"}}
+    for item, cats in expected.items():
+        assert set(table.columns[table.loc[item].to_numpy()]) == cats, item
+    assert table.to_numpy().dtype == bool

@@ -185,13 +185,14 @@ def category_membership(labels: pd.Series, order: Iterable[str] | None = None) -
     Items without a label fall in "uncategorised". Columns follow ``order``
     when given (categories not in it come after, sorted).
     """
-    per_item = {item: (split_labels(v) or ["uncategorised"]) for item, v in labels.items()}
-    seen = sorted({lab for labs in per_item.values() for lab in labs})
+    per_item = [split_labels(v) or ["uncategorised"] for v in labels.to_numpy()]   # in the rows' order
+    seen = sorted({lab for labs in per_item for lab in labs})
     cats = [c for c in (order or []) if c in seen] + [c for c in seen if c not in set(order or [])]
-    table = pd.DataFrame(False, index=labels.index, columns=cats)
-    for item, labs in per_item.items():
-        table.loc[item, labs] = True
-    return table
+    column = {c: k for k, c in enumerate(cats)}
+    member = np.zeros((len(labels), len(cats)), dtype=bool)  # by position: one numpy write, not a .loc per item
+    rows = [r for r, labs in enumerate(per_item) for _ in labs]
+    member[rows, [column[lab] for labs in per_item for lab in labs]] = True
+    return pd.DataFrame(member, index=labels.index, columns=cats)
 
 
 def category_information(theta, items: pd.DataFrame, labels: pd.Series,
