@@ -719,20 +719,19 @@ def _read_wide_table(cls: type, frame: pd.DataFrame, *, graded: bool, source: st
         raise InputError(f"no examinee id ({WIDE_FILE_NOTE})", path=source, row=row + 1, column=str(id_column))
     wide = frame.drop(columns=[id_column])
     wide.index = pd.Index(ids.astype(str).str.strip())
-    try:
-        matrix = _from_wide_frame(cls, wide, graded=graded)
-    except InputError as exc:
-        detail = str(exc)
-        if exc.column is not None or exc.row is not None:
-            detail = detail.split(": ", 1)[-1]
-        detail = detail.split("; a wide DataFrame")[0].replace("the wide DataFrame's", "the table's")
-        raise InputError(f"{detail} ({WIDE_FILE_NOTE})", path=source, row=exc.row, column=exc.column) from None
-    return replace(matrix, source=source)
+    return replace(_from_wide_frame(cls, wide, graded=graded, source=source, what="the table",
+                                    hint=f"({WIDE_FILE_NOTE})"), source=source)
 
 
-def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "ResponseMatrix":
+WIDE_FRAME_HINT = ("; a wide DataFrame holds one 0/1 column per item; for facet columns pass a long table (item, "
+                   "examinee, response, facets)")
+
+
+def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool, source: str | None = None,
+                     what: str = "the wide DataFrame", hint: str = WIDE_FRAME_HINT) -> "ResponseMatrix":
     """A ResponseMatrix from a wide DataFrame (rows examinees, columns items); every column parsed like a
-    long table's response column (0/1, booleans, nullable pandas types, blank/NaN/None/pd.NA missing)."""
+    long table's response column (0/1, booleans, nullable pandas types, blank/NaN/None/pd.NA missing). Errors
+    name ``source`` (a file read as a wide table), call the frame ``what`` and end with ``hint``."""
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise InputError(f"the DataFrame is empty (shape {frame.shape}); {ACCEPTED_RESPONSES}")
     if isinstance(frame.columns, pd.MultiIndex) or isinstance(frame.index, pd.MultiIndex):
@@ -745,16 +744,16 @@ def _from_wide_frame(cls: type, frame: pd.DataFrame, *, graded: bool) -> "Respon
         twice = [i for i in ids if i in seen or seen.add(i)]
         if twice:
             where = "column labels" if kind == "item" else "row index"
-            raise InputError(f"{kind} id {twice[0]!r} appears more than once in the wide DataFrame's {where}")
+            raise InputError(f"{kind} id {twice[0]!r} appears more than once in {what}'s {where}"
+                             + (f" {hint}" if source else ""), path=source)
     values = np.empty((len(items), len(examinees)), dtype=np.float32)
     for k, column in enumerate(frame.columns):
         try:
             values[k] = _parse_scores(frame[column].reset_index(drop=True), graded=graded, path=None)
         except InputError as exc:
-            text = str(exc).split(": ", 1)[-1]
-            raise InputError(f"{text} (examinee {examinees[exc.row - 1]!r}); a wide DataFrame holds one "
-                             f"0/1 column per item; for facet columns pass a long table "
-                             f"(item, examinee, response, facets)", row=exc.row, column=items[k]) from None
+            text = str(exc).split(": ", 1)[-1]   # the parser's message without its "row N, column ..." prefix
+            raise InputError(f"{text} (examinee {examinees[exc.row - 1]!r}){' ' if source else ''}{hint}", path=source,
+                             row=exc.row, column=items[k]) from None
     finite = values[~np.isnan(values)]
     max_score = int(finite.max()) if graded and finite.size else 1
     return cls(values=values, items=tuple(items), examinees=tuple(examinees), max_score=max(max_score, 1))
