@@ -709,10 +709,10 @@ def _read_wide_table(cls: type, frame: pd.DataFrame, *, graded: bool, source: st
     row and column."""
     from dataclasses import replace
 
-    if "examinee" not in {str(c) for c in frame.columns} and not isinstance(frame.index, pd.RangeIndex):
+    named = next((c for c in frame.columns if str(c) == "examinee"), None)
+    if named is None and not isinstance(frame.index, pd.RangeIndex):
         frame = frame.reset_index()  # the stored index: the ids, now the first column
-    id_column = "examinee" if "examinee" in {str(c) for c in frame.columns} else frame.columns[0]
-    id_column = next(c for c in frame.columns if str(c) == str(id_column))
+    id_column = frame.columns[0] if named is None else named
     ids = frame[id_column]
     if ids.isna().any():
         row = int(np.flatnonzero(ids.isna().to_numpy())[0])

@@ -89,11 +89,11 @@ def test_wide_answers_read_like_a_long_tables_responses(bank_dir, capsys):
     new[items].to_csv(root / "numbers.csv")
     new[items].astype(bool).to_csv(root / "booleans.csv")                      # pandas writes True / False
     new[items].replace({1.0: "yes", 0.0: "no"}).to_csv(root / "words.csv")
-    from irtexam.bank.tiny import read_answers
+    from irtexam.responses import ResponseMatrix
 
-    numbers = read_answers(root / "numbers.csv")
+    numbers = ResponseMatrix.read(root / "numbers.csv")
     for name in ("booleans.csv", "words.csv"):
-        other = read_answers(root / name)
+        other = ResponseMatrix.read(root / name)
         assert other.items == numbers.items and np.array_equal(other.values, numbers.values)
     framed = new[items].astype(object)
     framed.iloc[3, 5] = "correct"

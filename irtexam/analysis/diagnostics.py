@@ -174,11 +174,8 @@ def ppc_scores(x: np.ndarray, p_draws: np.ndarray | None = None, seed: int = 0,
     """
     x = np.asarray(x, dtype=float)
     rep = replicates if replicates is not None else replicate(np.asarray(p_draws, dtype=float), _mask(x), seed)
-    if isinstance(rep, np.ndarray):
-        totals = {"examinee": np.nansum(rep, axis=1), "item": np.nansum(rep, axis=2)}
-    else:
-        sums = [(np.nansum(r, axis=0), np.nansum(r, axis=1)) for r in rep]
-        totals = {"examinee": np.stack([e for e, _ in sums]), "item": np.stack([i for _, i in sums])}
+    sums = [(np.nansum(r, axis=0), np.nansum(r, axis=1)) for r in rep]   # an (S, I, E) array iterates by draw too
+    totals = {"examinee": np.stack([e for e, _ in sums]), "item": np.stack([i for _, i in sums])}
     out: dict = {}
     for name, axis in (("examinee", 0), ("item", 1)):
         obs = np.nansum(x, axis=axis)

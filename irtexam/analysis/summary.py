@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..irt import kinds
 from . import categories as cz
 from . import diagnostics as dg
 from . import information as inf
@@ -140,9 +139,7 @@ def analyze_fit(result, out_dir: str | Path, exam_questions: pd.Series | None = 
         notes.append("no parameter draws available: information curves have no posterior band")
     else:
         # the same joint posterior draws as every interval of the fit
-        draws = result.item_draws(n_draws, seed)   # one draw at a time: (S, T, I) is 3 GB for 12,032 items
-        per_draw = np.stack([np.asarray(kinds.information(grid, draws.subset_draw(s))).mean(axis=-1)
-                             for s in range(draws.n)])                                                  # (S, T)
+        per_draw = np.stack([info.mean(axis=-1) for info in result.information_draws(grid, n_draws, seed)])  # (S, T)
         low, high = inf.band_around(total / n_items, per_draw, 0.9)   # around the fit's own curve
         band = pd.DataFrame({"theta": grid, "mean": per_draw.mean(axis=0), "estimate": total / n_items,
                              "low": low, "high": high})

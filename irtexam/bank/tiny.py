@@ -179,7 +179,7 @@ def shrink_slopes(a: np.ndarray, a_draws: np.ndarray, prior_loc: float, prior_sc
 def align(bank: TinyBank, responses: Any) -> tuple[np.ndarray, list[str], str]:
     """The new models' answers on the bank's items, (E, N) with NaN for unseen items, their ids and the
     source name. Items the bank lacks are an error (they cannot be scored); missing cells are allowed."""
-    rm = read_answers(responses) if isinstance(responses, (str, Path)) else ResponseMatrix.coerce(responses)
+    rm = ResponseMatrix.coerce(responses)   # a path: long or wide (ResponseMatrix.read)
     source = rm.source or "the responses"
     if not rm.is_binary:
         raise IrtexamError(f"{source}: tiny benchmarks need 0/1 answers; the table has graded scores")
@@ -192,14 +192,6 @@ def align(bank: TinyBank, responses: Any) -> tuple[np.ndarray, list[str], str]:
     y = np.full((rm.n_examinees, bank.n_items), np.nan)
     y[:, [position[i] for i in rm.items]] = rm.values.T
     return y, list(rm.examinees), source
-
-
-def read_answers(path: str | Path) -> ResponseMatrix:
-    """A response file, long (columns item, examinee, response) or wide (one row per model: ids in the column
-    ``examinee``, else the first column; one column per item; blank = missing), each cell read as a long table's
-    response is (0/1, true/false, yes/no): :meth:`irtexam.responses.ResponseMatrix.read`, whose one-line errors
-    name the file, the column and the model."""
-    return ResponseMatrix.read(path)
 
 
 def answered_loglik(y: np.ndarray, bank: TinyBank, grid: np.ndarray = GRID, item_draws: bool = True

@@ -339,9 +339,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    kind_object = spec.kind_object
-    if (leaderboard and kind_object.has_discrimination and not kind_object.graded and not kind_object.free_guessing
-            and spec.fixed_c == 0.0 and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
+    if (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
+            and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
         spec = replace(spec, bias_reduction="firth")
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")

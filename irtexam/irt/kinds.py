@@ -263,6 +263,12 @@ class Kind:
     #: the unconstrained item parameter that every kind has (shape reference)
     location_key: str = "d"
 
+    @property
+    def logistic_regression(self) -> bool:
+        """Binary with no lower asymptote (1PL, 2PL): given the abilities each item is a logistic regression, whose
+        canonical link is what Firth's penalty corrects (``ModelSpec.bias_reduction``)."""
+        return not self.graded and not self.free_guessing and self.fixed_c == 0.0
+
     def with_guessing(self, guessing: float | None) -> "Kind":
         """This kind with every item's lower asymptote fixed at ``guessing`` (None: unchanged)."""
         if guessing is None:

@@ -141,7 +141,7 @@ class ModelSpec:
             raise IrtexamError(f"c_centre_rule must be 'mode' or 'empirical', got '{self.c_centre_rule}'")
         if self.bias_reduction not in ("none", "firth"):
             raise IrtexamError(f"bias_reduction must be 'none' or 'firth', got '{self.bias_reduction}'")
-        if self.bias_reduction == "firth" and (self.free_guessing or self.fixed_c != 0.0 or self.kind_object.graded):
+        if self.bias_reduction == "firth" and not self.kind_object.logistic_regression:
             raise IrtexamError("bias_reduction='firth' needs a model without guessing (1PL or 2PL): the 3PL's "
                                "Jeffreys penalty is no bias correction (its link is not canonical)")
         if self.n_choices < 2:
