@@ -183,3 +183,38 @@ def test_many_blocks_of_items_reach_the_one_block_optimum(model, monkeypatch):
     for key in ("a", "d", "c", "theta_raw"):
         if key in one:
             np.testing.assert_allclose(many[key], one[key], atol=2e-3)
+
+
+def test_successive_changes_hand_values():
+    # |(3, 4)| = 5, |(6, 8)| = 10: parallel (cosine 1), rho 2; (1, 0) against (0, 2): cosine 0, rho 2
+    assert alt._successive_changes(np.array([3.0, 4.0]), np.array([6.0, 8.0])) == pytest.approx((1.0, 2.0))
+    assert alt._successive_changes(np.array([1.0, 0.0]), np.array([0.0, 2.0])) == pytest.approx((0.0, 2.0))
+    assert alt._successive_changes(np.zeros(2), np.array([1.0, 0.0])) == (0.0, 0.0)
+
+
+def test_large_matrices_compile_the_sweeps_with_xla_defaults(monkeypatch):
+    """From LARGE_SWEEP_CELLS cells the sweeps take XLA's default options (faster to run, slower to compile);
+    the solver lands on the same optimum either way."""
+    from irtexam.irt import compile_cache
+
+    assert alt.sweep_compiler_options(alt.LARGE_SWEEP_CELLS - 1) is None
+    assert alt.sweep_compiler_options(alt.LARGE_SWEEP_CELLS) == {}
+    responses, _ = irtexam.simulate(60, 120, model="3pl", seed=8)
+    spec = mdl.ModelSpec(kind="3pl")
+    design = mdl.build_design(responses, spec)
+    start = mdl.initial_params(spec, design)
+    seen = []
+    real = compile_cache.compiled_executable
+
+    def spy(name, parts, jitted, args, compiler_options=None, check=True):
+        seen.append((name, compiler_options))
+        return real(name, parts, jitted, args, compiler_options, check)
+
+    monkeypatch.setattr(compile_cache, "compiled_executable", spy)
+    quick, _ = alt.alternating_map(spec, design, design.mask, start, tol=1e-4)
+    monkeypatch.setattr(alt, "LARGE_SWEEP_CELLS", 60 * 120)
+    default, info = alt.alternating_map(spec, design, design.mask, start, tol=1e-4)
+    assert [options for _, options in seen] == [None, None, {}, {}]
+    assert info["converged"]
+    for key in ("a", "d", "c", "theta_raw"):
+        np.testing.assert_allclose(default[key], quick[key], atol=2e-3)
