@@ -355,10 +355,9 @@ def _unflatten_state(state: np.ndarray, items: dict[str, Array], names: tuple[st
 
 
 def _successive_changes(previous: np.ndarray, current: np.ndarray) -> tuple[float, float]:
-    """(cosine, rho = |current| / |previous|) of two successive sweep changes; (0, 0) if either is zero.
-
-    Summed without BLAS: a numpy dot or norm wakes OpenBLAS's threads, which then spin for a while and take a
-    core from the next sweep's XLA threads (12,032 x 2,211 3PL: the sweeps 0.146 -> 0.11 s each)."""
+    """(cosine, rho = |current| / |previous|) of two successive sweep changes; (0, 0) if either is zero. Summed
+    without BLAS: a numpy dot wakes OpenBLAS's threads, whose spinning takes a core from the next sweep's XLA
+    threads (12,032 x 2,211 3PL: 0.146 -> 0.105 s a sweep)."""
     norm_prev, norm_cur = float(np.sqrt(np.sum(previous * previous))), float(np.sqrt(np.sum(current * current)))
     if norm_prev == 0.0 or norm_cur == 0.0:
         return 0.0, 0.0
@@ -392,12 +391,10 @@ def _extrapolation_factor(previous: np.ndarray, current: np.ndarray) -> float:
 
 
 def sweep_compiler_options(cells: int) -> dict | None:
-    """XLA options of the sweeps for a matrix of ``cells`` cells: the quick-compile options (None, the
-    default of :func:`irtexam.irt.compile_cache.compiled_executable`) below :data:`LARGE_SWEEP_CELLS`, where
-    compiling is most of a sweep's cost; XLA's defaults ({}) from there, where the sweeps' run time is. 3PL
-    12,032 x 2,211, a step's median over six calls: ability step 0.059 s with the quick options, 0.043 s with
-    XLA's (its fusion emitters), item step 0.077-0.085 against 0.070-0.072; compiling them took 0.8-1.0 s
-    against 1.1-1.3 s (once per machine: the executable is stored)."""
+    """XLA options of the sweeps for ``cells`` cells: the quick-compile ones (None, compiled_executable's default)
+    below :data:`LARGE_SWEEP_CELLS`, where compiling is the cost; XLA's defaults ({}) from there, where running is
+    (3PL 12,032 x 2,211: ability step 0.059 -> 0.043 s, item step 0.077-0.085 -> 0.070-0.072 s, compiles 0.8-1.0
+    -> 1.1-1.3 s once per machine)."""
     return {} if cells >= LARGE_SWEEP_CELLS else None
 
 
