@@ -120,10 +120,12 @@ def test_extrapolation_factor_hand_values():
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.8, 0.0])) == pytest.approx(4.0)
     # rho = 0.99 (the common shift of the discriminations and their learned centre): 99 more changes
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.99, 0.0])) == pytest.approx(99.0)
-    # not parallel, growing, or barely shrinking (rho > RHO_MAX: capped risk) -> no extrapolation
+    # not parallel, or growing by more than 5% -> no extrapolation
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.6, 0.6])) == 0.0
     assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([1.2, 0.0])) == 0.0
-    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.999, 0.0])) == 0.0
+    # a steady drift (rho from RHO_MAX to DRIFT_RHO_MAX, where Aitken's distance is unknown or infinite): 50 changes
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([0.999, 0.0])) == alt.DRIFT_FACTOR == 50.0
+    assert alt._extrapolation_factor(np.array([1.0, 0.0]), np.array([1.03, 0.0])) == 50.0
     # the stopping rule's ratio: parallel changes shrinking by 0.9; orthogonal ones -> 0
     assert alt._convergence_ratio(np.array([1.0, 1.0]), np.array([0.9, 0.9])) == pytest.approx(0.9)
     assert alt._convergence_ratio(np.array([1.0, 0.0]), np.array([0.0, 0.5])) == 0.0
