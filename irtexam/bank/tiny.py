@@ -411,8 +411,7 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     out.attrs["calibration"] = cal or {}
     out.attrs["slopes"] = tb.shrinkage or {}
     out.attrs["bank_items"] = tb.n_items
-    out.attrs["answered_outside_weights"] = int(((~np.isnan(y)).any(axis=0) & (u == 0)).sum()) if weights is not None \
-        else 0
+    out.attrs["answered_outside_weights"] = int(((~np.isnan(y)).any(axis=0) & (u == 0)).sum())  # 0 without weights
     return out
 
 
