@@ -62,3 +62,24 @@ def test_ability_draws_a_few_at_a_time_equal_one_draw_at_a_time():
 def test_default_draws_keep_ability_draws_near_200_mb():
     assert default_draws("em", 2000) == 500 and default_draws("map", 10**6) == 500
     assert default_draws("em", 200_000) == 250 and default_draws("em", 10**7) == 100
+
+
+@pytest.mark.parametrize("shape", [(500, 3000), (7, 4, 3), (1, 5), (3, 600000)])
+def test_draw_summaries_by_blocks_of_columns_equal_numpys(shape):
+    """The posterior sd and quantiles of float32 draws, a block of columns at a time (no float64 copy of all the
+    draws), equal np.std / np.quantile of the float64 draws, NaN where any draw is NaN."""
+    from irtexam.irt.result import draw_quantiles, draw_sd
+
+    rng = np.random.default_rng(1)
+    draws = rng.standard_normal(shape).astype(np.float32)
+    flat = draws.reshape(shape[0], -1)
+    flat[rng.integers(0, shape[0], 3), rng.integers(0, flat.shape[1], 3)] = np.nan
+    low, high = draw_quantiles(draws, (0.05, 0.95))
+    expected = np.quantile(draws.astype(np.float64), [0.05, 0.95], axis=0)
+    assert low.shape == high.shape == shape[1:] and low.dtype == np.float64
+    np.testing.assert_allclose(low, expected[0], rtol=1e-12, atol=1e-12)  # numpy's lerp rounds differently
+    np.testing.assert_allclose(high, expected[1], rtol=1e-12, atol=1e-12)
+    assert np.isnan(low).sum() == np.isnan(expected[0]).sum() > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.std(draws, axis=0, ddof=1, dtype=np.float64)
+        np.testing.assert_allclose(draw_sd(draws), sd, rtol=1e-12)

@@ -324,29 +324,52 @@ class ItemDraws:
 def interval_columns(name: str, estimate: np.ndarray, draws: np.ndarray) -> dict[str, np.ndarray]:
     """{name, name_sd, name_low, name_high}: estimate, posterior sd and 90% quantile interval of draws (S, ...)."""
     low, high = draw_quantiles(draws, (LOW_Q, HIGH_Q))
-    # in float64 whatever the draws' type (they are kept as float32)
-    return {name: estimate, f"{name}_sd": np.std(draws, axis=0, ddof=1, dtype=np.float64), f"{name}_low": low,
-            f"{name}_high": high}
+    return {name: estimate, f"{name}_sd": draw_sd(draws), f"{name}_low": low, f"{name}_high": high}
+
+
+def _column_blocks(draws: np.ndarray) -> tuple[np.ndarray, list[slice]]:
+    """The draws as (S, n) and blocks of columns of about 2^20 values: where the summaries go a block at a
+    time, so that no float64 copy of all the draws is made (500 draws of 12,032 items: 48 MB each)."""
+    flat = np.asarray(draws).reshape(np.shape(draws)[0], -1)
+    width = max(1, (1 << 20) // max(flat.shape[0], 1))
+    return flat, [slice(start, start + width) for start in range(0, flat.shape[1], width)]
+
+
+def draw_sd(draws: np.ndarray) -> np.ndarray:
+    """Posterior sd over the first axis (ddof 1), in float64 whatever the draws' type (they are kept as float32),
+    a block of columns at a time: sqrt(sum (x_s - mean)^2 / (S - 1))."""
+    flat, blocks = _column_blocks(draws)
+    out = np.empty(flat.shape[1], dtype=np.float64)
+    for block in blocks:
+        out[block] = np.std(flat[:, block], axis=0, ddof=1, dtype=np.float64)
+    return out.reshape(np.shape(draws)[1:])
 
 
 def draw_quantiles(draws: np.ndarray, probs: Sequence[float]) -> list[np.ndarray]:
-    """Quantiles over the first axis, numpy's default (linear) rule, from one sort.
+    """Quantiles over the first axis, numpy's default (linear) rule, in float64.
 
     For S sorted values x_(0..S-1) and probability q: h = (S - 1) q,
-    Q(q) = x_(floor h) + (h - floor h) (x_(floor h + 1) - x_(floor h)); NaN where any draw is NaN.
+    Q(q) = x_(floor h) + (h - floor h) (x_(floor h + 1) - x_(floor h)); NaN where any draw is NaN. The order
+    statistics come from one partial sort (``np.partition``) of a block of columns at a time.
     """
-    values = np.sort(np.asarray(draws, dtype=np.float64), axis=0)
-    n = values.shape[0]
-    out = []
+    flat, blocks = _column_blocks(draws)
+    n = flat.shape[0]
+    ranks = []
     for q in probs:
         h = (n - 1) * float(q)
         lo = int(np.floor(h))
-        hi = min(lo + 1, n - 1)
-        out.append(values[lo] + (h - lo) * (values[hi] - values[lo]))
-    if values.size and np.isnan(values).any():  # np.sort puts NaN last; np.quantile returns NaN there
-        bad = np.isnan(values).any(axis=0)
-        out = [np.where(bad, np.nan, o) for o in out]
-    return out
+        ranks.append((lo, min(lo + 1, n - 1), h - lo))
+    kth = sorted({r for lo, hi, _ in ranks for r in (lo, hi)})
+    out = [np.empty(flat.shape[1], dtype=np.float64) for _ in probs]
+    for block in blocks:
+        part = np.partition(flat[:, block], kth, axis=0)  # a copy of the block
+        bad = np.isnan(flat[:, block]).any(axis=0)
+        for target, (lo, hi, frac) in zip(out, ranks):
+            low_value = part[lo].astype(np.float64)
+            target[block] = low_value + frac * (part[hi].astype(np.float64) - low_value)
+            if bad.any():  # np.quantile's answer where any draw is NaN
+                target[block][bad] = np.nan
+    return [o.reshape(np.shape(draws)[1:]) for o in out]
 
 
 def item_table(point: Mapping[str, np.ndarray], draws: Mapping[str, np.ndarray] | None, spec: mdl.ModelSpec,
