@@ -660,11 +660,12 @@ class ResponseMatrix:
         import hashlib
 
         digest = hashlib.sha256()
-        # the bytes of the float64 matrix, hashed a block of rows at a time (no 8-bytes-a-cell copy of a large one)
-        for rows in row_blocks(self.n_items, self.n_examinees):
+        # the bytes of the float64 matrix, hashed a block of 2^20 cells at a time (8 MB: no 8-bytes-a-cell copy of a
+        # large one, and little beside the fit when it runs on the writer's second thread)
+        for rows in row_blocks(self.n_items, self.n_examinees, max_cells=1 << 20):
             block = self.values[rows].astype("<f8")
             block[np.isnan(block)] = np.nan  # one NaN bit pattern
-            digest.update(np.ascontiguousarray(block).tobytes())
+            digest.update(block)  # a new C-contiguous array: hashed through the buffer protocol, no bytes copy
         for part in (self.items, self.examinees, tuple(self.examinee_facets.columns),
                      tuple(map(tuple, self.examinee_facets.to_numpy().tolist())), (self.max_score,)):
             digest.update(repr(part).encode("utf-8"))

@@ -424,6 +424,15 @@ def _without_scale_direction(delta: np.ndarray, params: Mapping[str, np.ndarray]
     return delta - np.outer(delta @ v, v) / norm
 
 
+def _own_float32(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32, copied where it is a view of a larger array (which it would keep alive)."""
+    values = np.asarray(values, dtype=np.float32)
+    root = values
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return np.array(values, order="C") if root.nbytes > values.nbytes else values
+
+
 def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                   cov: LaplaceCovariance, n_draws: int = 500, seed: int = 0, correct: bool = True,
                   n_proposals: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], DrawDiagnostics]:
@@ -480,5 +489,7 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
         del item_draws
     for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
         unconstrained.setdefault(key, np.repeat(np.asarray(value, dtype=np.float32)[None], n_draws, axis=0))
-    reported = {k: np.asarray(v, dtype=np.float32) for k, v in mdl.constrain(unconstrained, spec, design).items()}
+    # each its own array: a reported parameter that is its unconstrained one (d) would otherwise be a view that keeps
+    # the whole (n_draws, I, k) block of item draws alive (69 MB at 12,032 3PL items)
+    reported = {k: _own_float32(v) for k, v in mdl.constrain(unconstrained, spec, design).items()}
     return reported, unconstrained, diagnostics
