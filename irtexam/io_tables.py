@@ -24,13 +24,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .memory import row_blocks
-from .scores import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score
+from .scores import REQUIRED_COLUMNS, _invalid_numbers, _natural_key, _parse_score, float_scores
 
 BATCH_ROWS = 1 << 18          # rows a batch when reading parquet
 CSV_BLOCK_BYTES = 1 << 20     # bytes a batch when reading CSV (larger blocks: arrow kept ~15 bytes a row alive)
 WRITE_ROWS = 1 << 22          # rows a row group when writing parquet
 DICTIONARY_COLUMNS: tuple[str, ...] = ("item", "examinee", "response")
-_SENTINEL = np.float32(-1.0)  # a cell no row wrote (scores are >= 0; a missing score writes NaN)
+_SENTINEL = -2  # a cell no row wrote (scores are >= 0; a missing score writes -1)
 
 
 class _Fallback(Exception):
@@ -261,14 +261,15 @@ def _batch_scores(array, *, graded: bool, cache: dict) -> np.ndarray:
 
 # ------------------------------------------------------------------ matrix
 def _resolve_sentinel(values: np.ndarray) -> int:
-    """Turn unwritten cells (the sentinel) into NaN, a block of rows at a time; returns how many there were."""
+    """Turn unwritten cells (the sentinel) into missing (-1), a block of rows at a time; returns how many there
+    were."""
     unwritten = 0
     rows = max(1, (1 << 22) // max(values.shape[1], 1))
     for start in range(0, values.shape[0], rows):
         block = values[start:start + rows]
         mask = block == _SENTINEL
         unwritten += int(np.count_nonzero(mask))
-        block[mask] = np.nan
+        block[mask] = -1
     return unwritten
 
 
@@ -279,12 +280,13 @@ def _sorted_items(labels: list[str]) -> list[str]:
 
 def _fill(batches: BatchSource, items: list[str], examinees: list[str], *, graded: bool) \
         -> tuple[np.ndarray, int, float]:
-    """Pass 2: the float32 matrix (unwritten cells hold the sentinel), the rows read and the largest score."""
+    """Pass 2: the matrix as int8 codes (-1 missing; unwritten cells hold the sentinel), the rows read and the
+    largest score. Scores are whole numbers 0..100 (:data:`irtexam.scores.MAX_GRADED_SCORE`), so int8 holds them."""
     import pyarrow as pa
 
     item_lookup = _Lookup(pa.array(items, type=pa.large_string()))
     examinee_lookup = _Lookup(pa.array(examinees, type=pa.large_string()))
-    values = np.full((len(items), len(examinees)), _SENTINEL, dtype=np.float32)
+    values = np.full((len(items), len(examinees)), _SENTINEL, dtype=np.int8)
     flat = values.reshape(-1)
     cache: dict = {}
     rows, top = 0, np.nan
@@ -293,7 +295,7 @@ def _fill(batches: BatchSource, items: list[str], examinees: list[str], *, grade
         cells = _positions(batch.column("item"), item_lookup)
         cells *= len(examinees)
         cells += _positions(batch.column("examinee"), examinee_lookup)
-        flat[cells] = scores
+        flat[cells] = np.where(np.isnan(scores), -1, scores).astype(np.int8)
         rows += batch.num_rows
         if graded and scores.size:
             top = np.fmax(top, np.fmax.reduce(scores))
@@ -301,10 +303,11 @@ def _fill(batches: BatchSource, items: list[str], examinees: list[str], *, grade
 
 
 def read_plain_long(path: Path, fmt: str, *, graded: bool) -> tuple[np.ndarray, list[str], list[str], int] | None:
-    """(values, items, examinees, max_score) of a plain long table (item, examinee, response) in parquet or
+    """(codes, items, examinees, max_score) of a plain long table (item, examinee, response) in parquet or
     CSV/TSV, read batch by batch; None where ``from_long`` must read it (other columns or types, bad input).
+    ``codes``: int8 scores, -1 where missing (:meth:`ResponseMatrix.from_codes`).
 
-    Returns exactly what ``ResponseMatrix.from_long(read_long_table(path))`` builds on such a table.
+    Returns the matrix ``ResponseMatrix.from_long(read_long_table(path))`` builds on such a table, as codes.
     """
     try:
         if fmt == "parquet":
@@ -348,7 +351,7 @@ def write_long_parquet(responses, path: str | Path, *, rows_per_group: int = WRI
         return Path(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    n_items, n_examinees = responses.values.shape
+    n_items, n_examinees = responses.cells.shape
     item_dict = pa.array(responses.items, type=pa.string())
     examinee_dict = pa.array(responses.examinees, type=pa.string())
     facet_dicts = {}
@@ -364,7 +367,7 @@ def write_long_parquet(responses, path: str | Path, *, rows_per_group: int = WRI
     tmp = path.with_name(path.name + ".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
         for start in range(0, n_items, block):
-            chunk = responses.values[start:start + block].reshape(-1)
+            chunk = float_scores(responses.cells[start:start + block]).reshape(-1)
             k = chunk.size // max(n_examinees, 1)
             item_codes = np.repeat(np.arange(start, start + k, dtype=np.int32), n_examinees)
             observed = ~np.isnan(chunk)
@@ -396,7 +399,7 @@ def whole_scores_fit(values: np.ndarray, top: int) -> bool:
     """True where every observed (non-NaN) value is a whole number in 0..``top``; checked a block of rows at a
     time (no copy of the whole matrix)."""
     for rows in row_blocks(*values.shape):
-        block = values[rows]
+        block = float_scores(values[rows])
         seen = block[~np.isnan(block)]
         if seen.size and (seen.min() < 0 or seen.max() > top or np.any(seen != np.round(seen))):
             return False
@@ -408,6 +411,6 @@ def missing_coded(values: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
     rows at a time (no float temporary of the whole matrix)."""
     out = np.empty(values.shape, dtype=dtype)
     for rows in row_blocks(*values.shape):
-        block = values[rows]
+        block = float_scores(values[rows])
         out[rows] = np.where(np.isnan(block), -1, block)
     return out

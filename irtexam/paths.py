@@ -57,7 +57,10 @@ def check_density(values: Any, what: str) -> None:
     cells = n_items * n_examinees
     if cells < SPARSE_CELLS:
         return
-    observed = sum(int(np.count_nonzero(~np.isnan(values[rows]))) for rows in row_blocks(n_items, n_examinees))
+    from .scores import float_scores
+
+    observed = sum(int(np.count_nonzero(~np.isnan(float_scores(values[rows]))))
+                   for rows in row_blocks(n_items, n_examinees))
     if observed < SPARSE_FRACTION * cells:
         raise IrtexamError(f"{what} = {cells:,} cells hold {observed:,} responses ({100 * observed / cells:.2g}%; "
                            f"{observed / max(n_items, 1):,.1f} an item, {observed / max(n_examinees, 1):,.1f} an "

@@ -32,6 +32,7 @@ import pandas as pd
 
 from .errors import InputError
 from .memory import BLOCK_CELLS, row_blocks
+from .scores import float_scores
 from .scores import (ITEM_META_PREFIX, REQUIRED_COLUMNS, _invalid_numbers, _natural_key,  # noqa: F401
                      _parse_score, natural_sorted)
 from .table_checks import (category_gaps, check_constant_within, check_header,
@@ -275,8 +276,13 @@ class ResponseMatrix:
     source: str | None = None
 
     def __post_init__(self) -> None:
-        values = np.asarray(self.values, dtype=np.float32)
-        object.__setattr__(self, "values", values)
+        codes = self.__dict__.get("_codes")
+        if codes is None:
+            values = np.asarray(self.values, dtype=np.float32)
+            object.__setattr__(self, "values", values)
+        else:  # from_codes: float values made only where something asks for them (__getattr__)
+            values = codes
+            object.__delattr__(self, "values")
         object.__setattr__(self, "items", tuple(str(i) for i in self.items))
         object.__setattr__(self, "examinees", tuple(str(e) for e in self.examinees))
         if values.shape != (len(self.items), len(self.examinees)):
@@ -307,9 +313,52 @@ class ResponseMatrix:
             meta = meta.reindex(list(self.items))
             meta.index.name = "item"
         object.__setattr__(self, "item_meta", meta)
+        if codes is not None:
+            if values.size and (int(values.min()) < -1 or int(values.max()) > self.max_score):
+                raise InputError(f"responses must lie in 0..{self.max_score} (codes: -1 for missing)",
+                                 path=self.source, column="response")
+            return
         low, high = np.fmin.reduce(values, axis=None), np.fmax.reduce(values, axis=None)  # NaN-skipping, no copy
         if values.size and not np.isnan(low) and (low < 0 or high > self.max_score):
             raise InputError(f"responses must lie in 0..{self.max_score}", path=self.source, column="response")
+
+    @classmethod
+    def from_codes(cls, codes: np.ndarray, items: Sequence[str], examinees: Sequence[str], *, max_score: int = 1,
+                   examinee_facets: pd.DataFrame | None = None, item_meta: pd.DataFrame | None = None,
+                   source: str | None = None) -> "ResponseMatrix":
+        """A matrix kept as integer scores (items x examinees, int8 or int16, -1 where missing): 1 byte a cell
+        instead of the 4 of float32 values (12,032 x 2,211: 27 MB instead of 106). Reading a plain long table
+        gives one. ``values`` (float32, NaN missing) is made the first time something asks for it; the fit, the
+        checks and the fit folder's writers read the codes (:attr:`cells`) and never make it."""
+        codes = np.asarray(codes)
+        if codes.dtype not in (np.int8, np.int16):
+            raise ValueError(f"codes must be int8 or int16 (-1 for missing), got {codes.dtype}")
+        matrix = cls.__new__(cls)
+        object.__setattr__(matrix, "_codes", codes)
+        cls.__init__(matrix, values=codes, items=tuple(items), examinees=tuple(examinees),
+                     examinee_facets=pd.DataFrame() if examinee_facets is None else examinee_facets,
+                     item_meta=pd.DataFrame() if item_meta is None else item_meta, max_score=max_score,
+                     source=source)
+        return matrix
+
+    def __getattr__(self, name: str):
+        # only reached for attributes not set: ``values`` of a codes-backed matrix, made once (float32, NaN missing)
+        codes = self.__dict__.get("_codes")
+        if name != "values" or codes is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        values = np.empty(codes.shape, dtype=np.float32)
+        for rows in row_blocks(*codes.shape):
+            values[rows] = float_scores(codes[rows])
+        object.__setattr__(self, "values", values)
+        return values
+
+    @property
+    def cells(self) -> np.ndarray:
+        """The matrix as stored: the integer codes (-1 missing) of a :meth:`from_codes` matrix, else ``values``
+        (float32, NaN missing). For code that goes over it a block at a time (:func:`irtexam.scores.float_scores`)
+        without making the float copy."""
+        codes = self.__dict__.get("_codes")
+        return codes if codes is not None else self.values
 
     # ------------------------------------------------------------------ shape
     @property
@@ -325,7 +374,8 @@ class ResponseMatrix:
     @property
     def observed(self) -> np.ndarray:
         """Boolean mask (n_items, n_examinees), True where a response exists."""
-        return ~np.isnan(self.values)
+        codes = self.__dict__.get("_codes")
+        return codes >= 0 if codes is not None else ~np.isnan(self.values)
 
     @property
     def facet_names(self) -> list[str]:
@@ -484,8 +534,8 @@ class ResponseMatrix:
         (:func:`_read_wide_table`), as leaderboards are often kept.
 
         A plain parquet or CSV/TSV table (columns item, examinee, response only) is read batch by batch
-        (:func:`irtexam.io_tables.read_plain_long`: peak memory about the float32 matrix plus a few
-        batches); any other table, and any bad input, is read by :meth:`from_long`, whose result and
+        (:func:`irtexam.io_tables.read_plain_long`: peak memory about the int8 matrix plus a few batches;
+        the matrix is kept as codes, :meth:`from_codes`); any other table, and any bad input, is read by :meth:`from_long`, whose result and
         errors the streaming reader reproduces exactly.
         """
         from .io_tables import read_plain_long
@@ -495,9 +545,8 @@ class ResponseMatrix:
             raise FileNotFoundError(2, "No such file", str(checked))
         plain = read_plain_long(checked, _format_for(checked), graded=graded)
         if plain is not None:
-            values, items, examinees, max_score = plain
-            return cls(values=values, items=tuple(items), examinees=tuple(examinees), max_score=max_score,
-                       source=str(path))
+            codes, items, examinees, max_score = plain
+            return cls.from_codes(codes, items, examinees, max_score=max_score, source=str(path))
         frame = read_long_table(path)
         if frame.shape[1] == 0:
             raise InputError("the file is empty; expected a header with columns item, examinee, response",
@@ -590,15 +639,15 @@ class ResponseMatrix:
         They carry no information about ability differences (their difficulty is
         identified only by the prior).
         """
-        return self._constant(cell_ranges(self.values).items, self.items)
+        return self._constant(cell_ranges(self.cells).items, self.items)
 
     def separating_items(self) -> list[str]:
         """Items whose observed responses differ between examinees: the only ones that inform ability differences."""
-        return self._separating(cell_ranges(self.values).items)
+        return self._separating(cell_ranges(self.cells).items)
 
     def constant_examinees(self) -> dict[str, list[str]]:
         """Examinees with all-same observed responses: {'all_correct': [...], 'all_wrong': [...]}."""
-        return self._constant(cell_ranges(self.values).examinees, self.examinees)
+        return self._constant(cell_ranges(self.cells).examinees, self.examinees)
 
     def _separating(self, ranges: "LineRanges") -> list[str]:
         return [self.items[k] for k in np.flatnonzero(ranges.high > ranges.low)]
@@ -615,7 +664,7 @@ class ResponseMatrix:
     def warnings(self) -> list[str]:
         """Plain-language warnings about the data (uninformative items/examinees, missingness)."""
         messages = []
-        ranges = cell_ranges(self.values)  # one pass over the matrix for every check below
+        ranges = cell_ranges(self.cells)  # one pass over the matrix for every check below
         items = self._constant(ranges.items, self.items)
         if items["all_correct"]:
             messages.append(_data(f"{len(items['all_correct'])} item(s) were answered correctly by every examinee "
@@ -638,7 +687,7 @@ class ResponseMatrix:
             messages.append(_data(f"{len(examinees['unanswered'])} examinee(s) have no responses at all "
                             f"({_preview(examinees['unanswered'])}); only the prior determines their ability"))
         if not self.is_binary:
-            gaps = category_gaps(self.values, self.max_score)
+            gaps = category_gaps(self.cells, self.max_score)
             if gaps:
                 shown = "; ".join(f"{self.items[k]}: {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
                 messages.append(_data(f"{len(gaps)} graded item(s) skip a score between their lowest and "
@@ -663,7 +712,7 @@ class ResponseMatrix:
         # the bytes of the float64 matrix, hashed a block of 2^20 cells at a time (8 MB: no 8-bytes-a-cell copy of a
         # large one, and little beside the fit when it runs on the writer's second thread)
         for rows in row_blocks(self.n_items, self.n_examinees, max_cells=1 << 20):
-            block = self.values[rows].astype("<f8")
+            block = float_scores(self.cells[rows]).astype("<f8")
             block[np.isnan(block)] = np.nan  # one NaN bit pattern
             digest.update(block)  # a new C-contiguous array: hashed through the buffer protocol, no bytes copy
         for part in (self.items, self.examinees, tuple(self.examinee_facets.columns),
@@ -679,7 +728,7 @@ class ResponseMatrix:
             "examinees": self.n_examinees,
             "observed": int(observed.sum()),
             "missing_fraction": float(1 - observed.mean()) if observed.size else 0.0,
-            "mean_score": float(np.nanmean(self.values)) if observed.any() else float("nan"),
+            "mean_score": _mean_score(self.cells) if observed.any() else float("nan"),
         }
 
     def __repr__(self) -> str:
@@ -783,23 +832,36 @@ class CellRanges(NamedTuple):
     examinees: LineRanges
 
 
+def _mean_score(cells: np.ndarray) -> float:
+    """Mean of the observed scores of a stored matrix (float with NaN, or codes), a block of rows at a time."""
+    total, count = 0.0, 0
+    for rows in row_blocks(*cells.shape):
+        block = float_scores(cells[rows])
+        seen = block[~np.isnan(block)]
+        total += float(seen.sum(dtype=np.float64))
+        count += seen.size
+    return total / count if count else float("nan")
+
+
 def cell_ranges(values: np.ndarray, max_cells: int = BLOCK_CELLS) -> CellRanges:
-    """Count, minimum and maximum of the observed (non-NaN) cells of every row and every column of ``values``,
+    """Count, minimum and maximum of the observed (non-NaN) cells of every row and every column of ``values``
+    (float with NaN, or integer codes with -1, :func:`irtexam.scores.float_scores`),
     in one pass over it a block of rows at a time (no copy of the matrix: a block's observed mask is the only
     temporary). Row r: n_r = #{m: x_rm observed}, min_m x_rm, max_m x_rm (the fmin/fmax reductions skip NaN);
     column m: the same over r, folded block by block with fmin/fmax (NaN, no observation yet, gives way to any
     value)."""
     values = np.asarray(values)
     n_rows, n_columns = values.shape
+    dtype = values.dtype if np.issubdtype(values.dtype, np.floating) else np.float32  # codes: float32 ranges
     row_count = np.zeros(n_rows, dtype=np.int64)
-    row_low = np.full(n_rows, np.nan, dtype=values.dtype)
-    row_high = np.full(n_rows, np.nan, dtype=values.dtype)
+    row_low = np.full(n_rows, np.nan, dtype=dtype)
+    row_high = np.full(n_rows, np.nan, dtype=dtype)
     column_count = np.zeros(n_columns, dtype=np.int64)
-    column_low = np.full(n_columns, np.nan, dtype=values.dtype)
-    column_high = np.full(n_columns, np.nan, dtype=values.dtype)
+    column_low = np.full(n_columns, np.nan, dtype=dtype)
+    column_high = np.full(n_columns, np.nan, dtype=dtype)
     if values.size:
         for rows in row_blocks(n_rows, n_columns, max_cells):
-            block = values[rows]
+            block = float_scores(values[rows])
             observed = ~np.isnan(block)
             row_count[rows] = np.count_nonzero(observed, axis=1)
             column_count += np.count_nonzero(observed, axis=0)

@@ -99,3 +99,14 @@ def _invalid_numbers(values: np.ndarray, *, graded: bool) -> np.ndarray:
     if graded:
         return finite & ((values < 0) | (values != np.round(values)) | (values > MAX_GRADED_SCORE))
     return finite & (values != 0.0) & (values != 1.0)
+
+
+def float_scores(block: np.ndarray) -> np.ndarray:
+    """A block of a stored response matrix as float scores with NaN where missing: a float block as it is, a block
+    of integer codes (:meth:`irtexam.responses.ResponseMatrix.from_codes`: -1 where missing) as float32. The
+    helpers that go over a matrix a block of rows at a time take either form through this."""
+    if np.issubdtype(block.dtype, np.floating):
+        return block
+    out = block.astype(np.float32)
+    out[block < 0] = np.nan
+    return out

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .scores import REQUIRED_COLUMNS
+from .scores import REQUIRED_COLUMNS, float_scores
 
 # pandas renames a repeated header name 'x' to 'x.1', 'x.2', ...
 _MANGLED = re.compile(r"^(.*)\.(\d+)$")
@@ -165,7 +165,7 @@ def category_gaps(values: np.ndarray, max_score: int) -> dict[int, list[int]]:
     gaps: dict[int, list[int]] = {}
     width = max_score + 1
     for rows in row_blocks(values.shape[0], values.shape[1]):
-        block = values[rows]
+        block = float_scores(values[rows])
         item, examinee = np.nonzero(~np.isnan(block))
         counts = np.bincount(item * width + block[item, examinee].astype(np.int64),
                              minlength=block.shape[0] * width).reshape(block.shape[0], width)
@@ -206,7 +206,7 @@ def check_categories_used(values: np.ndarray, source: str | None) -> None:
 
     counts = np.zeros(0, dtype=np.int64)
     for rows in row_blocks(values.shape[0], values.shape[1]):
-        block = values[rows]
+        block = float_scores(values[rows])
         part = np.bincount(block[~np.isnan(block)].astype(np.int64))
         counts = np.pad(counts, (0, max(len(part) - len(counts), 0)))
         counts[:len(part)] += part

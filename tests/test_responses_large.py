@@ -186,3 +186,60 @@ def test_simulate_command_parquet_reads_back_as_the_simulated_matrix(tmp_path, c
     responses, _ = simulate(12, 30, model="3pl", seed=0)
     pd.testing.assert_frame_equal(pd.read_parquet(out), responses.to_long())
     assert ResponseMatrix.read(out).fingerprint() == responses.fingerprint()
+
+
+def test_a_codes_backed_matrix_behaves_as_its_float_twin(tmp_path):
+    """ResponseMatrix.from_codes (what reading a plain long table gives): values made on first use equal the float
+    matrix's, and everything a fit reads (observed, ranges, fingerprint, describe, the checks) agrees without
+    making them; pickling and dataclasses.replace keep it whole; bad codes are refused."""
+    import dataclasses
+    import pickle
+
+    rng = np.random.default_rng(3)
+    codes = rng.integers(-1, 3, size=(7, 11)).astype(np.int8)
+    values = np.where(codes < 0, np.nan, codes).astype(np.float32)
+    ids = ([f"i{k}" for k in range(7)], [f"m{k}" for k in range(11)])
+    twin = ResponseMatrix(values, *ids, max_score=2)
+    compact = ResponseMatrix.from_codes(codes, *ids, max_score=2)
+    assert "values" not in compact.__dict__ and compact.cells is codes
+    np.testing.assert_array_equal(compact.observed, twin.observed)
+    assert compact.fingerprint() == twin.fingerprint()
+    assert compact.describe() == pytest.approx(twin.describe())
+    assert [str(m) for m in compact.warnings()] == [str(m) for m in twin.warnings()]
+    assert compact.constant_items() == twin.constant_items()
+    assert "values" not in compact.__dict__  # none of the above made the float matrix
+    again = pickle.loads(pickle.dumps(compact))
+    assert "values" not in again.__dict__ and again.fingerprint() == twin.fingerprint()
+    np.testing.assert_array_equal(compact.values, values)  # made now, once
+    assert compact.values is compact.values
+    assert dataclasses.replace(compact, source="x").fingerprint() == twin.fingerprint()
+    with pytest.raises(InputError, match=r"0\.\.1"):
+        ResponseMatrix.from_codes(codes, *ids, max_score=1)
+    with pytest.raises(ValueError, match="int8 or int16"):
+        ResponseMatrix.from_codes(codes.astype(np.int32), *ids, max_score=2)
+    with pytest.raises(AttributeError):
+        compact.no_such_attribute  # noqa: B018
+
+
+def test_a_cli_fit_of_a_plain_long_table_never_makes_the_float_matrix(tmp_path, monkeypatch):
+    """`irtexam fit` on a plain parquet table: the matrix is read as int8 codes and the fit, its checks and its
+    folder's writers work from them (a float32 copy is 4 bytes a cell: 106 MB at 12,032 x 2,211)."""
+    responses, _ = simulate(40, 60, model="2pl", seed=1)
+    values = responses.values.copy()
+    values[0, :5] = np.nan
+    path = write_long_parquet(ResponseMatrix(values, responses.items, responses.examinees), tmp_path / "r.parquet")
+    made = []
+    original = ResponseMatrix.__getattr__
+
+    def spy(self, name):
+        if name == "values":
+            made.append(name)
+        return original(self, name)
+
+    monkeypatch.setattr(ResponseMatrix, "__getattr__", spy)
+    assert isinstance(ResponseMatrix.read(path).cells.dtype, np.dtype) and ResponseMatrix.read(path).cells.dtype == np.int8
+    assert main(["fit", str(path), "--model", "2pl", "--out", str(tmp_path / "fit")]) == 0
+    assert made == []
+    loaded = ResponseMatrix.read(path)
+    np.testing.assert_array_equal(loaded.values, values)  # the codes hold the same scores
+    assert made == ["values"]

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
     size = f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees"
     check_memory(cells, FIT_BYTES_PER_CELL.get(method, 250) - 4, size)
-    check_density(responses.values, size)
+    check_density(responses.cells, size)
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)

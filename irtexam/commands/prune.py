@@ -60,7 +60,7 @@ def run(args) -> int:
     rm = ResponseMatrix.read(args.responses)
     from ..paths import check_density
 
-    check_density(rm.values, f"{args.responses}: {rm.n_items} items x {rm.n_examinees} examinees")
+    check_density(rm.cells, f"{args.responses}: {rm.n_items} items x {rm.n_examinees} examinees")
     notes: list[str] = []
     facets = list(resolve_facets(rm, args.facets, notes)) or None
     for note in notes:

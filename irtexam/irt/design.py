@@ -15,6 +15,7 @@ import numpy as np
 
 from ..memory import row_blocks
 from ..responses import ResponseMatrix
+from ..scores import float_scores
 
 
 def sum_to_zero_basis(n_levels: int) -> np.ndarray:
@@ -102,7 +103,7 @@ def build_design(responses: ResponseMatrix, spec: Any) -> Design:
     make_basis = sum_to_zero_basis if spec.identify == "sum-to-zero" else reference_basis
     for facet in spec.facets:
         levels[facet], index[facet], basis[facet] = facet_layout(responses, facet, make_basis)
-    y, mask = integer_scores(responses.values, max_score)
+    y, mask = integer_scores(responses.cells, max_score)
     return Design(items=responses.items, examinees=responses.examinees, y=y,
                   mask=mask, max_score=max_score, facet_levels=levels, facet_index=index, facet_basis=basis)
 
@@ -114,8 +115,9 @@ def integer_scores(values: np.ndarray, max_score: int) -> tuple[np.ndarray, np.n
     y = np.empty(values.shape, dtype=score_dtype(max_score))
     mask = np.empty(values.shape, dtype=bool)
     for rows in row_blocks(*values.shape):
-        np.logical_not(np.isnan(values[rows]), out=mask[rows])
-        y[rows] = np.where(mask[rows], values[rows], 0)
+        block = float_scores(values[rows])  # integer codes (-1 missing) too
+        np.logical_not(np.isnan(block), out=mask[rows])
+        y[rows] = np.where(mask[rows], block, 0)
     return y, mask
 
 

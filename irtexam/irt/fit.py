@@ -64,7 +64,7 @@ def _raise_category_gaps(responses: ResponseMatrix) -> None:
     lowest and highest (0, 2, 3), the cause seen in the probe of issue 41; returns where there is none."""
     from ..table_checks import category_gaps
 
-    gaps = category_gaps(responses.values, responses.max_score)
+    gaps = category_gaps(responses.cells, responses.max_score)
     if gaps:
         shown = "; ".join(f"{responses.items[k]} never {', '.join(map(str, v))}" for k, v in list(gaps.items())[:3])
         raise InputError(f"the graded fit diverged: {len(gaps)} item(s) skip a score between their lowest and "
@@ -297,7 +297,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     if graded:  # a score no response has: its category cannot be placed (the EM diverged on 0, 1, 4)
         from ..table_checks import check_categories_used
 
-        check_categories_used(responses.values, responses.source)
+        check_categories_used(responses.cells, responses.source)
     messages = list(responses.warnings())
     facet_names = resolve_facets(responses, facets, messages)
     requested = method

@@ -144,12 +144,13 @@ def _dims(result: FitLike) -> tuple[dict[str, list[str]], dict[str, Any]]:
 Variables = dict[str, tuple[list[str], np.ndarray]]
 
 
-def group_layout(result: FitLike) -> tuple[dict[str, Variables], dict[str, Any], dict[str, Any]]:
+def group_layout(result: FitLike, *, stored: bool = False) -> tuple[dict[str, Variables], dict[str, Any],
+                                                                     dict[str, Any]]:
     """The InferenceData groups of a fit, once for both writers: {group: {variable: (dims, values)}}, coords, attrs.
 
     posterior (chain, draw, ...), log_likelihood ``y`` (chain, draw, cell) per observed response,
-    sample_stats (NUTS), observed_data ``response`` (item, examinee; NaN where missing). Dimensions
-    without a name are arviz's ``<variable>_dim_<i>``.
+    sample_stats (NUTS), observed_data ``response`` (item, examinee; NaN where missing; ``stored``: as
+    :func:`observed_responses` gives it). Dimensions without a name are arviz's ``<variable>_dim_<i>``.
     """
     dims, coords = _dims(result)
     chains = max(result.chains, 1)
@@ -168,16 +169,19 @@ def group_layout(result: FitLike) -> tuple[dict[str, Variables], dict[str, Any],
     if result.sample_stats:
         groups["sample_stats"] = {k: (chain_draw, np.asarray(v).reshape((chains, -1)))
                                   for k, v in result.sample_stats.items()}
-    groups["observed_data"] = {"response": (["item", "examinee"], observed_responses(result))}
+    groups["observed_data"] = {"response": (["item", "examinee"], observed_responses(result, stored=stored))}
     attrs = {"inference_library": "irtexam", "model": result.spec.kind, "method": result.method,
              "facets": ",".join(result.spec.facets), "seed": int(result.seed)}
     return groups, coords, attrs
 
 
-def observed_responses(result: FitLike) -> np.ndarray:
+def observed_responses(result: FitLike, *, stored: bool = False) -> np.ndarray:
     """The observed data, (item, examinee) float32 with NaN where missing: the fit's ResponseMatrix values
-    themselves where they are the design's (no copy: 10^8 cells are 400 MB), else built from the design."""
-    values = getattr(getattr(result, "responses", None), "values", None)
+    themselves where they are the design's (no copy: 10^8 cells are 400 MB), else built from the design.
+    ``stored``: the matrix as the ResponseMatrix keeps it (:attr:`~irtexam.responses.ResponseMatrix.cells`:
+    integer codes, -1 missing, for a matrix read from a plain long table), for a writer that takes either."""
+    responses = getattr(result, "responses", None)
+    values = getattr(responses, "cells" if stored else "values", None)
     if values is not None and values.shape == result.design.mask.shape:
         return values
     return np.where(result.design.mask, result.design.y, np.nan).astype(np.float32)
@@ -245,7 +249,8 @@ class FilledScores(NamedTuple):
 
 
 def compact_observed(values: np.ndarray) -> np.ndarray | FilledScores:
-    """Observed scores (NaN where missing) as the smallest netCDF form readers decode back to them: int8 with
+    """Observed scores (NaN where missing, or integer codes with -1) as the smallest netCDF form readers decode
+    back to them: int8 with
     _FillValue -1 (:class:`FilledScores`; xarray and arviz read float32 with NaN) where every score is a whole number
     in 0..127 (a quarter of the float32 bytes: 27 MB instead of 106 MB at 12,032 x 2,211), else unchanged."""
     from ..io_tables import missing_coded, whole_scores_fit
@@ -265,7 +270,7 @@ def write_netcdf(result: FitLike, path: str | Path) -> None:
     """
     import h5py
 
-    groups, coords, attrs = group_layout(result)
+    groups, coords, attrs = group_layout(result, stored=True)
     groups["posterior"] = {k: (d, np.asarray(v, dtype=np.float32)) for k, (d, v) in groups["posterior"].items()}
     dims, observed = groups["observed_data"]["response"]
     groups["observed_data"]["response"] = (dims, compact_observed(observed))

@@ -191,7 +191,7 @@ def matrix_copy_dtype(responses: ResponseMatrix) -> np.dtype | None:
     :func:`irtexam.irt.design.score_dtype`: int8, int16 past 126), or None where a score is not a whole number in
     0..max_score or max_score is past int16 (the long table keeps those)."""
     top = int(responses.max_score)
-    if top > np.iinfo(np.int16).max or not whole_scores_fit(responses.values, top):
+    if top > np.iinfo(np.int16).max or not whole_scores_fit(responses.cells, top):
         return None
     return np.dtype(score_dtype(top))
 
@@ -208,7 +208,7 @@ def write_matrix_npz(responses: ResponseMatrix, path: str | Path) -> Path:
         raise ValueError("this matrix has item metadata or scores that are not small whole numbers: "
                          "save it as a long table")
     path = Path(path)
-    arrays = {"values": missing_coded(responses.values, dtype), "items": np.asarray(responses.items, dtype=str),
+    arrays = {"values": missing_coded(responses.cells, dtype), "items": np.asarray(responses.items, dtype=str),
               "examinees": np.asarray(responses.examinees, dtype=str),
               "max_score": np.asarray(int(responses.max_score))}
     arrays.update({f"facet__{name}": responses.examinee_facets[name].to_numpy().astype(str)
@@ -227,14 +227,13 @@ def read_matrix_npz(path: str | Path, *, source: str | None = None) -> ResponseM
     try:
         with np.load(path, allow_pickle=False) as arrays:
             raw = arrays["values"]
-            values = np.empty(raw.shape, dtype=np.float32)
-            for rows in row_blocks(*raw.shape):
-                values[rows] = np.where(raw[rows] < 0, np.nan, raw[rows])
             examinees = [str(e) for e in arrays["examinees"]]
             facets = pd.DataFrame({name[len("facet__"):]: arrays[name].astype(str) for name in arrays.files
                                    if name.startswith("facet__")}, index=pd.Index(examinees, name="examinee"))
-            return ResponseMatrix(values, [str(i) for i in arrays["items"]], examinees, examinee_facets=facets,
-                                  max_score=int(arrays["max_score"]), source=source or str(path))
+            # kept as the integer codes it holds (1 byte a cell; float values made only if asked for)
+            return ResponseMatrix.from_codes(raw, [str(i) for i in arrays["items"]], examinees,
+                                             examinee_facets=facets, max_score=int(arrays["max_score"]),
+                                             source=source or str(path))
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"the responses copy is damaged ({type(exc).__name__}: {exc}); refit",
                          path=str(path)) from None
