@@ -406,7 +406,9 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
 # ------------------------------------------------- the compact copy a fit folder keeps
 def whole_scores_fit(values: np.ndarray, top: int) -> bool:
     """True where every observed (non-NaN) value is a whole number in 0..``top``; checked a block of rows at a
-    time (no copy of the whole matrix)."""
+    time (no copy of the whole matrix). Integer codes (-1 missing): their largest value at most ``top``."""
+    if np.issubdtype(values.dtype, np.integer):
+        return values.size == 0 or (int(values.min()) >= -1 and int(values.max()) <= top)
     for rows in row_blocks(*values.shape):
         block = float_scores(values[rows])
         seen = block[~np.isnan(block)]
@@ -417,7 +419,9 @@ def whole_scores_fit(values: np.ndarray, top: int) -> bool:
 
 def missing_coded(values: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
     """Whole-number scores (NaN where missing) as integers of ``dtype`` with -1 where missing, filled a block of
-    rows at a time (no float temporary of the whole matrix)."""
+    rows at a time (no float temporary of the whole matrix); codes already of that type are returned as they are."""
+    if values.dtype == np.dtype(dtype):
+        return values
     out = np.empty(values.shape, dtype=dtype)
     for rows in row_blocks(*values.shape):
         block = float_scores(values[rows])

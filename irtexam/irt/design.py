@@ -109,9 +109,13 @@ def build_design(responses: ResponseMatrix, spec: Any) -> Design:
 
 
 def integer_scores(values: np.ndarray, max_score: int) -> tuple[np.ndarray, np.ndarray]:
-    """(y, mask) of a float matrix with NaN for missing: the scores as int8 (int16 above 126), 0 where missing,
-    and the observed cells; filled a block of rows at a time (no float copy of the matrix: 10^8 cells take
-    100 MB each instead of 400 MB for a float32 y)."""
+    """(y, mask) of a float matrix with NaN for missing (or integer codes, -1 missing): the scores as int8 (int16
+    above 126), 0 where missing, and the observed cells; filled a block of rows at a time (no float copy of the
+    matrix: 10^8 cells take 100 MB each instead of 400 MB for a float32 y). Codes of the scores' own type with
+    nothing missing (a complete leaderboard read from a plain table) are y themselves, and the mask a read-only
+    all-True view: no copy at all (12,032 x 2,211: 51 MB less)."""
+    if values.dtype == score_dtype(max_score) and (values.size == 0 or int(values.min()) >= 0):
+        return values, np.broadcast_to(np.True_, values.shape)
     y = np.empty(values.shape, dtype=score_dtype(max_score))
     mask = np.empty(values.shape, dtype=bool)
     for rows in row_blocks(*values.shape):

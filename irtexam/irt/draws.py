@@ -47,6 +47,7 @@ import numpy as np
 from . import kinds
 from . import model as mdl
 from .compile_cache import fast_jit
+from .gaussian_draws import binary_items_in_place, roots_applied_in_place
 from .laplace import LaplaceCovariance
 
 KHAT_THRESHOLD = 0.7
@@ -435,11 +436,11 @@ def _own_float32(values: np.ndarray) -> np.ndarray:
 
 def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design: mdl.Design, mask: np.ndarray,
                   cov: LaplaceCovariance, n_draws: int = 500, seed: int = 0, correct: bool = True,
-                  n_proposals: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], DrawDiagnostics]:
+                  n_proposals: int | None = None) -> tuple[dict[str, np.ndarray], DrawDiagnostics]:
     """Joint posterior draws of a MAP fit (see the module docstring).
 
     Returns (reported draws keyed by a, b, c / thresholds, theta, theta_<facet>, sigma_resid, each
-    (n_draws, ...); the matching unconstrained draws; diagnostics).
+    (n_draws, ...); diagnostics).
     """
     rng = np.random.default_rng(seed)
     n_items = design.n_items
@@ -462,7 +463,7 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
             # float32 noise and roots (the draws are kept as float32): at 12,032 3PL items a (500, I, 3) float64
             # array is 144 MB; the sum formed in place
             roots = _sqrt_psd(cov.conditional_item_cov).astype(np.float32)
-            item_draws = _apply_roots(roots, rng.standard_normal((n_draws,) + u0.shape, dtype=np.float32))
+            item_draws = roots_applied_in_place(roots, rng.standard_normal((n_draws,) + u0.shape, dtype=np.float32))
             item_draws += u0[None]
     unconstrained: dict[str, np.ndarray] = {}
     if cov.person_keys:
@@ -484,12 +485,16 @@ def laplace_draws(params: Mapping[str, np.ndarray], spec: mdl.ModelSpec, design:
     # the draws are kept and written as float32 (7 digits, far below their spread): converted before the
     # transform to the reported scale, a float64 copy of 500 draws of 12,032 3PL items is 144 MB, each of a, b, c, d 48
     unconstrained = {key: value.astype(np.float32, copy=False) for key, value in unconstrained.items()}
-    if cov.item_keys:
-        unconstrained.update(_split_items(item_draws.astype(np.float32, copy=False), cov))
+    for key in [key for key in params if key not in cov.item_keys]:  # without uncertainty (none today): the mode
+        unconstrained.setdefault(key, np.repeat(np.asarray(params[key], dtype=np.float32)[None], n_draws, axis=0))
+    items = None
+    if cov.item_keys:  # binary items: a and c written over their draws, d kept (irtexam.irt.gaussian_draws)
+        item_draws = item_draws.astype(np.float32, copy=False)
+        if {key for key in params if key in mdl.ITEM_KEYS} <= set(cov.item_keys):
+            items = binary_items_in_place(item_draws, cov.item_keys, cov.item_slices, spec.kind_object)
+        unconstrained.update(_split_items(item_draws, cov) if items is None else {})
         del item_draws
-    for key, value in params.items():  # parameters without uncertainty (none today) stay at the mode
-        unconstrained.setdefault(key, np.repeat(np.asarray(value, dtype=np.float32)[None], n_draws, axis=0))
-    # each its own array: a reported parameter that is its unconstrained one (d) would otherwise be a view that keeps
-    # the whole (n_draws, I, k) block of item draws alive (69 MB at 12,032 3PL items)
-    reported = {k: _own_float32(v) for k, v in mdl.constrain(unconstrained, spec, design).items()}
-    return reported, unconstrained, diagnostics
+    transform = mdl.constrain if items is None else mdl.constrain_persons
+    # each its own array: a reported d that is a view of the item draws would keep them all alive
+    reported = {**(items or {}), **{k: _own_float32(v) for k, v in transform(unconstrained, spec, design).items()}}
+    return reported, diagnostics

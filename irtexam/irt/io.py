@@ -139,7 +139,8 @@ def _write_files(result, directory: Path, netcdf: bool, written: Callable[[Path]
         result.diagnostics.to_csv(directory / "diagnostics.csv", index=False)
         written(directory / "diagnostics.csv")
     if result.samples is not None:
-        np.savez(directory / "draws.npz", **{k: np.asarray(v, dtype=np.float32) for k, v in result.samples.items()})
+        save_npz_by_blocks(directory / "draws.npz",
+                           {k: np.asarray(v, dtype=np.float32) for k, v in result.samples.items()})
         written(directory / "draws.npz")
     if result.sample_stats:
         np.savez(directory / "sample_stats.npz", **result.sample_stats)
@@ -161,6 +162,27 @@ def _write_files(result, directory: Path, netcdf: bool, written: Callable[[Path]
     np.savez(directory / "params.npz", **arrays)
     written(directory / "params.npz")
     written(_save_responses(result.responses, directory))
+
+
+def save_npz_by_blocks(path: Path, arrays: dict[str, np.ndarray], block_bytes: int = 1 << 22) -> None:
+    """What ``np.savez(path, **arrays)`` writes (an uncompressed zip of .npy files, C order), each array written a
+    block of its first axis at a time: np.savez copies an array whole on its way into the zip (the draws of 12,032
+    items are strided views of one block, 23 MB each), this only ``block_bytes`` of it."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            value = np.asanyarray(value)
+            header = np.lib.format.header_data_from_array_1_0(value)
+            header["fortran_order"] = False
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as handle:
+                np.lib.format.write_array_header_1_0(handle, header)
+                if value.ndim == 0 or value.size == 0:
+                    handle.write(np.ascontiguousarray(value).tobytes())
+                    continue
+                rows = max(1, block_bytes // max(value[0].nbytes, 1))
+                for start in range(0, value.shape[0], rows):
+                    handle.write(np.ascontiguousarray(value[start:start + rows]).data)
 
 
 def _meta(result, responses_sha256: str | None) -> dict[str, Any]:
@@ -214,8 +236,7 @@ def write_matrix_npz(responses: ResponseMatrix, path: str | Path) -> Path:
     arrays.update({f"facet__{name}": responses.examinee_facets[name].to_numpy().astype(str)
                    for name in responses.facet_names})
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        np.savez(handle, **arrays)
+    save_npz_by_blocks(tmp, arrays)
     tmp.replace(path)
     return path
 

@@ -292,11 +292,8 @@ def grm_thresholds(params: Mapping[str, jax.Array], xp: Any = None) -> jax.Array
 
 
 def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) -> dict[str, jax.Array]:
-    """Map unconstrained parameters to the reported a, b, c / thresholds, theta, theta_<facet>, sigma_resid.
-
-    NumPy in, NumPy out (no JAX dispatch); JAX in (or tracers), JAX out. Leading draw
-    dimensions are kept, so a whole set of posterior draws is transformed in one call.
-    """
+    """Map unconstrained parameters to the reported a, b, c / thresholds, theta, theta_<facet>, sigma_resid. NumPy
+    in, NumPy out (no JAX dispatch); JAX (or tracers) in, JAX out; leading draw dimensions kept (all draws at once)."""
     xp = kinds._xp(*params.values())
     unconstrained = {k: v for k, v in params.items() if k in ITEM_KEYS}
     items = item_params(unconstrained, spec)
@@ -307,12 +304,14 @@ def constrain(params: Mapping[str, jax.Array], spec: ModelSpec, design: Design) 
     else:
         out["d"] = params["d"]
         out["c"] = xp.broadcast_to(items.c, lead)
-    out["theta"] = examinee_theta(params, spec, design)
-    for facet, value in facet_thetas(params, spec, design).items():
-        out[f"theta_{facet}"] = value
-    if spec.residual:
-        out["sigma_resid"] = xp.exp(params["sigma_resid"])
-    return out
+    return {**out, **constrain_persons(params, spec, design)}
+
+
+def constrain_persons(params: Mapping[str, Any], spec: ModelSpec, design: Design) -> dict[str, Any]:
+    """:func:`constrain`'s ability part: theta, theta_<facet> and sigma_resid (= exp of its log)."""
+    out = {"theta": examinee_theta(params, spec, design), **{f"theta_{facet}": value for facet, value in
+                                                            facet_thetas(params, spec, design).items()}}
+    return {**out, "sigma_resid": kinds._xp(*params.values()).exp(params["sigma_resid"])} if spec.residual else out
 
 
 def unconstrain(draws: Mapping[str, Any], spec: ModelSpec, design: Design) -> dict[str, Any]:
