@@ -60,9 +60,13 @@ def test_ability_draws_a_few_at_a_time_equal_one_draw_at_a_time():
     np.testing.assert_array_equal(draws, one_by_one.astype(np.float32))
 
 
-def test_default_draws_keep_ability_draws_near_200_mb():
+def test_default_draws_keep_ability_draws_near_200_mb_and_item_draws_near_12_mb():
     assert default_draws("em", 2000) == 500 and default_draws("map", 10**6) == 500
     assert default_draws("em", 200_000) == 250 and default_draws("em", 10**7) == 100
+    # items: draws x items at most 3e6 (a parameter's float32 draws ~12 MB), at least 100 draws
+    assert default_draws("map", 2211, 6000) == 500 and default_draws("map", 2211, 12032) == 249
+    assert default_draws("em", 2211, 12032) == 249 and default_draws("map", 100, 10**6) == 100
+    assert default_draws("em", 200_000, 12032) == 249 and default_draws("em", 200_000, 20_000) == 150
 
 
 @pytest.mark.parametrize("shape", [(500, 3000), (7, 4, 3), (1, 5), (3, 600000)])

@@ -347,7 +347,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         guessing_note = LEADERBOARD_C_CENTRE
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
-    output = replace(output, draws=output.draws or default_draws(method, design.n_examinees))
+    output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
     if method == "em":
@@ -379,15 +379,21 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
 
 DEFAULT_DRAWS = 500
 ABILITY_DRAW_VALUES = 50_000_000
+ITEM_DRAW_VALUES = 3_000_000
 
 
-def default_draws(method: str, n_examinees: int) -> int:
+def default_draws(method: str, n_examinees: int, n_items: int = 0) -> int:
     """Posterior draws a fit keeps when ``draws`` is not given: 500; an EM fit of many examinees keeps
     max(100, 5e7 / examinees) so that its ability draws (draws x examinees, float32) stay near 200 MB
-    (200,000 examinees: 250 draws, not 500 taking 400 MB)."""
+    (200,000 examinees: 250 draws, not 500 taking 400 MB); a fit of more than 6,000 items keeps
+    max(100, 3e6 / items), each item parameter's draws near 12 MB (12,032 items: 249 draws; a leaderboard's a, b, c,
+    d draws then take 48 MB, not 96, of a fit whose whole process is 0.45 GB)."""
+    draws = DEFAULT_DRAWS
     if method == "em" and n_examinees * DEFAULT_DRAWS > ABILITY_DRAW_VALUES:
-        return max(100, ABILITY_DRAW_VALUES // n_examinees)
-    return DEFAULT_DRAWS
+        draws = max(100, ABILITY_DRAW_VALUES // n_examinees)
+    if n_items * DEFAULT_DRAWS > ITEM_DRAW_VALUES:
+        draws = min(draws, max(100, ITEM_DRAW_VALUES // n_items))
+    return draws
 
 
 def _model_spec(model: str, spec: mdl.ModelSpec | None, model_options: dict[str, Any]) -> mdl.ModelSpec | None:

@@ -99,6 +99,9 @@ def check_output_folder(directory: str | Path) -> Path:
     return directory
 
 
+CSV_CHUNK_ROWS = 1000
+
+
 def _write_fit(result, directory: Path, netcdf: bool) -> None:
     """Every file of a fit folder into ``directory`` (an empty staging folder), meta.json last.
 
@@ -126,9 +129,11 @@ def _write_fit(result, directory: Path, netcdf: bool) -> None:
 
 def _write_files(result, directory: Path, netcdf: bool, written: Callable[[Path], None]) -> None:
     """The fit folder's data files (every one but meta.json), ``written`` called with each path once it is whole."""
-    result.items.to_csv(directory / "items.csv")
+    # 1,000 rows a chunk: pandas formats a chunk's numbers as Python strings (its default, 8,333 rows of 12 columns,
+    # took 24 MB at 12,032 items); the file is the same
+    result.items.to_csv(directory / "items.csv", chunksize=CSV_CHUNK_ROWS)
     written(directory / "items.csv")
-    result.examinees.to_csv(directory / "examinees.csv")
+    result.examinees.to_csv(directory / "examinees.csv", chunksize=CSV_CHUNK_ROWS)
     written(directory / "examinees.csv")
     if result.facets is not None:
         result.facets.to_csv(directory / "facets.csv", index=False)
