@@ -202,19 +202,25 @@ def joint_mode(spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray, 
     return params, opt_info
 
 
+COLLECT_CELLS = 1 << 22  # from here a fit's response blocks are worth a collection (0.07-0.2 s)
+
+
 def fit_joint(responses: ResponseMatrix, spec: mdl.ModelSpec, design: mdl.Design, train_mask: np.ndarray,
               test_mask: np.ndarray | None, options: EstimatorOptions, output: OutputOptions,
               messages: list[str]) -> FitResult:
     """The joint posterior mode and its (importance-corrected) Laplace draws; ``messages`` collects warnings."""
     params, opt_info = joint_mode(spec, design, train_mask, options, messages, progress=output.progress)
-    collect_cycles()
+    large = design.n_items * design.n_examinees >= COLLECT_CELLS
+    if large:  # JAX's calls leave reference cycles holding the response blocks (25 MB at 12,032 x 2,211)
+        collect_cycles()
     cov = draw_diagnostics = None
     posterior: dict[str, np.ndarray] | None = None
     point = reported(params, spec, design)
     if options.se:
         mode = options.se if isinstance(options.se, str) else "auto"
         cov = laplace_covariance(params, spec, design, train_mask, mode=mode)
-        collect_cycles()  # JAX's calls leave reference cycles holding the response blocks (25 MB at 12,032 x 2,211)
+        if large:
+            collect_cycles()
         if cov.mode == "blockwise":
             messages.append(Message("standard errors ignore the item/ability coupling (blockwise Laplace, chosen "
                                     "for size); they are somewhat too small", UncertaintyWarning))
