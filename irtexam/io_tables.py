@@ -410,7 +410,7 @@ def whole_scores_fit(values: np.ndarray, top: int) -> bool:
     if np.issubdtype(values.dtype, np.integer):
         return values.size == 0 or (int(values.min()) >= -1 and int(values.max()) <= top)
     for rows in row_blocks(*values.shape):
-        block = float_scores(values[rows])
+        block = values[rows]
         seen = block[~np.isnan(block)]
         if seen.size and (seen.min() < 0 or seen.max() > top or np.any(seen != np.round(seen))):
             return False
