@@ -110,6 +110,10 @@ def main() -> None:
     parser.add_argument("--log-a-scale", type=float, default=0.5)
     parser.add_argument("--ability-nodes", type=int, default=1)
     parser.add_argument("--known-theta", action="store_true")
+    parser.add_argument("--fixed-c-centre", action="store_true",
+                        help="hold the centre of the c prior at 1 / n_choices (0.25) instead of learning it")
+    parser.add_argument("--learn-a-centre", action="store_true",
+                        help="learn the centre of the log a prior (mu_a), as the marginal estimator does")
     parser.add_argument("--learn-kappa", type=int, default=0, metavar="ROUNDS",
                         help="after each --sweeps sweeps set kappa to the spread of the fitted c's, m (1 - m) / var(c) - 1, "
                              "ROUNDS times (a moment estimate from the modes, as a joint mode learns a variance)")
@@ -132,7 +136,8 @@ def main() -> None:
     responses, truth = irtexam.simulate(n_items, n_models, model="3pl", seed=args.seed, c=c_true)
     star = true_on_sample_scale(truth)
     spec = mdl.ModelSpec(kind="3pl", c_centre_rule="empirical", c_concentration=args.kappa,
-                         log_a_scale=args.log_a_scale)
+                         log_a_scale=args.log_a_scale, learn_a_centre=args.learn_a_centre,
+                         learn_c_centre=not args.fixed_c_centre)
     design = mdl.build_design(responses, spec)
     if list(design.items) != list(responses.items):
         raise SystemExit("the design reorders the items; this script compares them with the truth by position")

@@ -68,11 +68,13 @@ def test_cpu_options_are_only_those_the_running_xla_accepts(monkeypatch):
 
 def test_stored_executables_are_keyed_by_backend_jax_version_and_device_count(monkeypatch):
     keys = {compile_cache.executable_key("k", ("parts",))}
-    monkeypatch.setattr(compile_cache, "backend", lambda: "gpu")
+    other_backend = "cpu" if compile_cache.backend() != "cpu" else "gpu"  # another than the one running (a GPU too)
+    monkeypatch.setattr(compile_cache, "backend", lambda: other_backend)
     keys.add(compile_cache.executable_key("k", ("parts",)))
     monkeypatch.setattr(jax, "__version__", "0.0.1")
     keys.add(compile_cache.executable_key("k", ("parts",)))
-    monkeypatch.setattr(jax, "device_count", lambda *a: 2)
+    more_devices = jax.device_count() + 1
+    monkeypatch.setattr(jax, "device_count", lambda *a: more_devices)
     keys.add(compile_cache.executable_key("k", ("parts",)))
     assert len(keys) == 4
 
@@ -126,6 +128,7 @@ print("RESULT " + json.dumps({
 
 def run_fit(n_devices: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "IRTEXAM_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"  # virtual CPU devices, also where jax's default backend is a GPU (one device)
     if n_devices > 1:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_devices}"
     out = subprocess.run([sys.executable, "-c", TWO_DEVICE_SCRIPT], cwd=ROOT, env=env, capture_output=True,
