@@ -12,7 +12,18 @@ Every (tool, size, model) then runs in its own fresh process:
   default method "auto", intervals, draws, writing the folder), with its own empty JAX cache folder the first
   time (``cold``) and the same folder again (``warm``);
 * mirt (``fit_mirt`` + EAP), girth (``twopl_mml`` / ``threepl_mml`` + EAP) and py-irt (Pyro SVI), in the
-  peers' virtualenv (benchmarks/requirements-peers.txt), timed around the fit and the scoring only.
+  peers' virtualenv (benchmarks/requirements-peers.txt), timed around the fit and the scoring only;
+* cbmm, the code of the 2026 cBMM paper (Qu, Heng, Zeng & Liu, arXiv:2605.07046: a 2PL fitted by
+  majorization-minimization, X = u v^T + 1 w^T with v >= 0), 2PL only, from a checkout of
+  https://github.com/JackQuu/cBMM given as ``--cbmm-path`` (its ``quickstart/cBMM.py``, called with the
+  paper's settings r = 1, sigma = 1, tol = 1e-4, max_iter = 1000 and its own thread rule), in the peers'
+  Python or, without one, this one; timed around the call. Its abilities u have no fixed scale, so they are
+  standardised (theta = (u - mean u) / sd u) and the items re-expressed on that scale (a = v sd u,
+  b = -(w + v mean u) / a), the scale the other rows report.
+
+    git clone https://github.com/JackQuu/cBMM /tmp/cBMM
+    .venv/bin/python benchmarks/leaderboard.py --sizes 12032x2211 --models 2pl --tools irtexam,cbmm \\
+        --cbmm-path /tmp/cBMM
 
 Printed per row: wall seconds, peak resident memory (the process's VmHWM) and bytes per cell, recovery on the
 sample-standardised scale (true abilities standardised by their sample mean and sd, a* = a s, b* = (b - m) / s):
@@ -55,6 +66,24 @@ PEER_SCRIPTS = {
     "girth": irt_fit.GIRTH,
     "py-irt": irt_fit.PYIRT,
 }
+
+# cBMM's 2PL on the 0/1 matrix (items x models): Y in {-1, +1}, models x items, as its quickstart takes it; the
+# checkout's quickstart folder is the first argument after the work and output folders
+CBMM = irt_fit._COMMON + r"""
+sys.path.insert(0, sys.argv[3])
+from cBMM import cBMM
+Y_pm = np.where(Y.T > 0, 1.0, -1.0)  # models x items
+t0 = time.perf_counter()
+fit = cBMM(Y_pm, r=1, sigma=1, tol=1e-4, max_iter=1000, verbose=0, num_threads="auto")
+fit_s = time.perf_counter() - t0
+u, v, w = fit["U1"][:, 0], fit["V1"][:, 0], fit["v2"]
+scale, centre = u.std(), u.mean()
+a = v * scale
+with np.errstate(divide="ignore", invalid="ignore"):
+    b = -(w + v * centre) / a
+save(a, b, np.zeros(n_items), (u - centre) / scale, fit_s, version="github.com/JackQuu/cBMM (quickstart/cBMM.py)",
+     method="cBMM r=1 sigma=1 tol=1e-4 (MM), abilities standardised", note=f"iterations={fit['n_iter']}")
+"""
 
 
 def peer_script(tool: str, model: str) -> str:
@@ -112,7 +141,11 @@ def run_irtexam(work: Path, out: Path, model: str, cache: Path, args) -> dict:
 
 def run_peer(tool: str, model: str, work: Path, out: Path, args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [args.peers_python, "-c", peer_script(tool, model), str(work), str(out)]
+    if tool == "cbmm":
+        cmd = [args.peers_python or sys.executable, "-c", CBMM, str(work), str(out),
+               str(Path(args.cbmm_path) / "quickstart")]
+    else:
+        cmd = [args.peers_python, "-c", peer_script(tool, model), str(work), str(out)]
     result = irt_fit.run_child(cmd, out / "log.txt", args.timeout, args.max_rss_gb * 1024)
     if result["status"] == "ok":
         est = np.load(out / "est.npz")
@@ -127,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="2pl,3pl")
     parser.add_argument("--tools", default="irtexam,mirt,girth,py-irt")
     parser.add_argument("--peers-python", default=None)
+    parser.add_argument("--cbmm-path", default=None, help="a checkout of github.com/JackQuu/cBMM (tool cbmm, 2PL only)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--max-rss-gb", type=float, default=12)
@@ -148,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                          ("irtexam warm", lambda: run_irtexam(work, work / "fit-warm", model, work / "cache", args))]
                         if "irtexam" in tools else [])
                 runs += [(tool, lambda tool=tool: run_peer(tool, model, work, work / tool, args))
-                         for tool in tools if tool != "irtexam" and args.peers_python]
+                         for tool in tools if tool not in ("irtexam", "cbmm") and args.peers_python]
+                if "cbmm" in tools and args.cbmm_path and model == "2pl":  # cBMM has no guessing parameter
+                    runs.append(("cbmm", lambda: run_peer("cbmm", model, work, work / "cbmm", args)))
                 for name, call in runs:
                     result = call()
                     seconds = result["wall_s"] if name.startswith("irtexam") else (result.get("fit_s") or result["wall_s"])
