@@ -86,3 +86,32 @@ def test_rows_per_block_keeps_blocks_small_on_the_cpu_and_whole_elsewhere():
     assert cb.rows_per_block(10, 10 ** 6, "cpu") == 1          # one item a block at least
     assert cb.rows_per_block(50, 20, "cpu") == 50               # a small matrix is one block
     assert cb.rows_per_block(12032, 2211, "gpu") == 12032       # one kernel over every cell
+
+
+def test_item_moments_over_abilities_average_the_plain_sums_over_each_abilitys_gaussian():
+    """nodes = 1 is item_moments itself; nodes = 3 equals, by hand, the Gauss-Hermite average of the whole-matrix
+    sums at theta + x_q s, s = (F + 1)^(-1/2) with F the ability's Fisher information (weights 1/6, 2/3, 1/6 at
+    -sqrt 3, 0, sqrt 3); and with every ability's information huge the average is the plug-in sum again."""
+    a, c, d, theta, y, mask = _problem()
+    blocks = cb.response_blocks(y, mask, 4)
+    with jax.enable_x64(True):
+        one = cb.item_moments_over_abilities(a, c, d, theta, blocks, True, nodes=1)
+        plain = cb.item_moments(a, c, d, theta, blocks, free_guessing=True)
+        three = cb.item_moments_over_abilities(a, c, d, theta, blocks, True, nodes=3)
+    for name in ("score_slope", "by_slope", "by_guess"):
+        np.testing.assert_array_equal(np.asarray(getattr(one, name)), np.asarray(getattr(plain, name)))
+    sd = 1.0 / np.sqrt(_by_hand(a, c, d, theta, y, mask)["fisher"] + 1.0)
+    want = {}
+    for x, w in zip((-np.sqrt(3.0), 0.0, np.sqrt(3.0)), (1 / 6, 2 / 3, 1 / 6)):
+        at = _by_hand(a, c, d, theta + x * sd, y, mask)
+        for name in ("score_slope", "score_guess", "by_slope", "by_mixed", "by_guess"):
+            want[name] = want.get(name, 0.0) + w * at[name]
+    for name, value in want.items():
+        np.testing.assert_allclose(np.asarray(getattr(three, name)), value, rtol=1e-9, atol=1e-9)
+    assert not np.allclose(np.asarray(three.by_slope), np.asarray(plain.by_slope), rtol=1e-3)  # the average moved
+    many = np.repeat(y, 400, axis=0), np.repeat(mask, 400, axis=0)       # 9,200 items: s = 0.01-0.05
+    big = [np.repeat(v, 400) for v in (a, c, d)]
+    with jax.enable_x64(True):
+        far = cb.item_moments_over_abilities(*big, theta, cb.response_blocks(*many, 920), True, nodes=3)
+        near = cb.item_moments(*big, theta, cb.response_blocks(*many, 920), free_guessing=True)
+    np.testing.assert_allclose(np.asarray(far.by_slope), np.asarray(near.by_slope), rtol=0.02)

@@ -94,7 +94,7 @@ def test_a_marginal_option_keeps_the_marginal_estimator_and_se_modes_are_the_joi
 def test_leaderboard_shapes_recover_on_the_sample_standardised_scale(shape, model):
     row, fit = recovery(*shape, model, seed=11)
     assert fit.method == "map"
-    assert abs(row["a_ratio"] - 1) < (0.04 if model == "3pl" else 0.03)
+    assert abs(row["a_ratio"] - 1) < 0.03  # the 3PL: x1.008 (seed 11) since its item step integrates the abilities
     assert abs(row["b_slope"] - 1) < 0.03 and abs(row["theta_slope"] - 1) < 0.03
     assert 0.85 <= row["cov_a"] <= 0.95 and 0.85 <= row["cov_b"] <= 0.95 and 0.85 <= row["cov_theta"] <= 0.95
     assert row["distinct"] == row["patterns"]
@@ -239,3 +239,28 @@ def test_a_refined_grid_keeps_fixed_items_at_their_bank_values():
         again = irtexam.fit(responses, model="2pl", method="em", fixed_items=anchors, se=False)
     np.testing.assert_allclose(again.items.loc[anchors.index, "a"], anchors["a"], rtol=1e-9)
     assert again.fit_stats["optimizer"]["nodes"] > 61
+
+
+def test_the_leaderboard_3pl_integrates_the_abilities_in_its_item_step_and_its_slopes_lose_the_modes_excess(
+        monkeypatch):
+    """2,000 items x 200 models, 3PL (the joint mode by the leaderboard rule): plugging the abilities' modes into
+    the item step puts the slopes 4-7% high (seeds 1 and 2: x1.072, x1.039); integrating each ability over its
+    Gaussian posterior (3 Gauss-Hermite points, ``method="auto"`` below 5,000 items per examinee) brings them to
+    x1.021 and x0.971. The plain leaderboard fit is the same call with the rule's threshold at 0."""
+    import importlib
+
+    fit_module = importlib.import_module("irtexam.irt.fit")  # the module (irtexam.irt.fit is also the function)
+    responses, truth = simulate(2000, 200, model="3pl", seed=1)
+    star = standardised_truth(truth)
+    ratios = {}
+    for label, below in (("integrated", fit_module.LEADERBOARD_INTEGRATED_BELOW), ("plugged", 0)):
+        monkeypatch.setattr(fit_module, "LEADERBOARD_INTEGRATED_BELOW", below)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = irtexam.fit(responses, model="3pl", se=False)
+        assert result.method == "map" and result.spec.ability_nodes == (3 if below else 1)
+        assert ("Gauss-Hermite" in result.fit_stats["method_rule"]) == bool(below)
+        items = result.items.reindex(list(responses.items))
+        ratios[label] = float(np.exp(np.mean(np.log(items["a"].to_numpy() / star["a"]))))
+    assert abs(ratios["integrated"] - 1.0) < 0.03, ratios
+    assert ratios["plugged"] - ratios["integrated"] > 0.03, ratios

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import IrtexamError
-from .cell_blocks import P_CEIL, P_FLOOR, ability_moments, item_moments, response_blocks, rows_per_block
+from .cell_blocks import P_CEIL, P_FLOOR, ability_moments, item_moments_over_abilities, response_blocks, rows_per_block
 from .model import (HYPER_KEYS, HYPER_OF, Design, ModelSpec, hyper_names, hyper_prior, item_prior_terms,
                     item_slopes_and_floors)
 
@@ -261,7 +261,7 @@ def item_step(items: dict[str, Array], theta: Array, blocks: Array, spec: ModelS
     a, c = item_slopes_and_floors(items, spec)
     c = c if "c" in items else jnp.full_like(items["d"], c)
     firth = spec.bias_reduction == "firth"
-    sums = item_moments(a, c, items["d"], theta, blocks, "c" in names, skew=firth)
+    sums = item_moments_over_abilities(a, c, items["d"], theta, blocks, "c" in names, spec.ability_nodes, skew=firth)
     cu = c * (1.0 - c)
     full_grad = {"a": a * sums.score_slope[:, 1], "d": sums.score_slope[:, 0], "c": cu * sums.score_guess}
     prior_grad, prior_precision = item_prior_terms(items, spec)

@@ -150,3 +150,25 @@ def ability_moments(a: Array, c: Array, d: Array, theta: Array, blocks: Array) -
     (grad, fisher), _ = jax.lax.scan(add, (zeros, zeros), (blocked(a, n_blocks, rows), blocked(c, n_blocks, rows),
                                                            blocked(d, n_blocks, rows), blocks))
     return grad, fisher
+
+
+def item_moments_over_abilities(a: Array, c: Array, d: Array, theta: Array, blocks: Array, free_guessing: bool,
+                                nodes: int, skew: bool = False) -> ItemMoments:
+    """:func:`item_moments` with each ability integrated over its Gaussian approximation instead of plugged in
+    (``nodes`` > 1; 1: :func:`item_moments` itself): theta_m ~ N(theta_m, s_m^2), s_m = (F_m + 1)^(-1/2) with F_m
+    the ability's Fisher information (:func:`ability_moments`) and 1 its N(0, 1) prior's precision, by ``nodes``
+    Gauss-Hermite points, sums = sum_q w_q item_moments(theta + x_q s). The item step then maximises the items'
+    expected log posterior under the abilities' posteriors, as the marginal estimator's M-step does on its grid
+    (an adaptive-quadrature EM step, Schilling & Bock 2005), at ``nodes`` passes over the cells instead of one:
+    the 3PL's joint mode, which plugs in modes, puts slopes 4-9% high where examinees answer 500-3,000 items."""
+    if nodes <= 1:
+        return item_moments(a, c, d, theta, blocks, free_guessing, skew)
+    points, weights = np.polynomial.hermite_e.hermegauss(nodes)
+    weights = weights / weights.sum()
+    sd = jax.lax.rsqrt(ability_moments(a, c, d, theta, blocks)[1] + 1.0)
+    total = None
+    for x, w in zip(points.tolist(), weights.tolist()):
+        sums = item_moments(a, c, d, theta + x * sd, blocks, free_guessing, skew)
+        total = (jax.tree_util.tree_map(lambda s, w=w: w * s, sums) if total is None
+                 else jax.tree_util.tree_map(lambda t, s, w=w: t + w * s, total, sums))
+    return total

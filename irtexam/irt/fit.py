@@ -105,6 +105,16 @@ LEADERBOARD_EXAMINEE_RATIO = 0.01
 # x1.034 / x1.018 -> x1.007 / x1.013 / x1.001); at 2,211 models it moves nothing (12,032 x 2,211: 0.999 either
 # way) and its four extra per-cell sums cost 1.5-2 s of the 7.6 s whole process.
 FIRTH_MAX_RESPONSES = 1000
+# ... and there the 3PL's item step integrates every ability over its Gaussian posterior by this many Gauss-Hermite
+# points (ModelSpec.ability_nodes; cell_blocks.item_moments_over_abilities) under the marginal estimator's log a
+# prior sd, instead of plugging in the modes, whose slopes came out 4-9% high at 500-3,000 items per examinee
+# (seeds 1 and 2, truth sample-standardised; experiments/leaderboard_3pl_ridge.py --ability-nodes 3 --log-a-scale 1):
+# 2,000 x 200 x1.072 / x1.039 -> x1.021 / x0.971; 3,000 x 250 x1.064 / x1.011 -> x0.998 / x0.981; 2,000 x 1,000
+# x1.035 / x1.035 -> x1.012 / x1.011; 1,500 x 500 x1.094 / x1.021 -> x1.017 / x0.993; 500 x 1,000 x1.089 / x1.078
+# -> x1.032 / x1.043 (em: x1.020-1.046 at these shapes, 13-28 s against 1-3 s).
+# Below this many items per examinee: above, the modes' excess is about 0.01 (5,761 x 2,211 seed 400: x1.046 ->
+# x1.039; 12,032 x 2,211: x1.043 -> x1.031) and the four passes a sweep would cost 8 s of a 11 s fit (18.9 s).
+LEADERBOARD_ABILITY_NODES, LEADERBOARD_INTEGRATED_BELOW = 3, 5000
 LEADERBOARD_C_CENTRE = ("learned by the empirical-Bayes equation (the mean of the items' logit c): the joint mode "
                         "chosen by method='auto' for many items per examinee")
 
@@ -345,6 +355,9 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")
         guessing_note = LEADERBOARD_C_CENTRE
+    if leaderboard and spec.free_guessing and per_examinee < LEADERBOARD_INTEGRATED_BELOW:  # "map": the plain mode
+        spec = replace(spec, ability_nodes=LEADERBOARD_ABILITY_NODES,
+                       log_a_scale=model_options.get("log_a_scale", MARGINAL_LOG_A_SCALE))
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
@@ -367,7 +380,9 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
         if leaderboard:
             result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells,
-                                                        responses.n_items)
+                                                        responses.n_items) + (
+                f"; its item step integrates each ability over its posterior ({spec.ability_nodes} Gauss-Hermite "
+                f"points, below {LEADERBOARD_INTEGRATED_BELOW} items per examinee)" if spec.ability_nodes > 1 else "")
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:

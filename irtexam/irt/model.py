@@ -6,18 +6,16 @@ A model has three parts, kept apart in the dynamax / numpyro style:
   facets, how the hierarchy is identified). No data, no fitted values.
 * :class:`~irtexam.irt.design.Design`: what the data fix: sizes, the response array and mask, and for
   each facet the level of every examinee and the identifying basis.
-* parameters: a dict of *unconstrained* arrays keyed by the NumPyro site names
-  (``a`` holds log a, ``c`` holds logit c, ``z_<facet>`` the free facet
-  coordinates, ...). :func:`constrain` maps them to a, b, c, theta.
+* parameters: a dict of *unconstrained* arrays keyed by the NumPyro site names (``a`` holds log a, ``c`` holds
+  logit c, ``z_<facet>`` the free facet coordinates, ...). :func:`constrain` maps them to a, b, c, theta.
 
 Every parameter array is a declared :class:`~irtexam.irt.parameters.Site` (prior, bijector,
 hyperparameter): the item sites come from the kind object, the hyperparameter and ability sites
 from :func:`hyper_sites` and :func:`person_sites`. The log prior, its gradient and precision,
 constrain / unconstrain and the NumPyro model are all derived from that one table.
 
-The MAP estimate maximises :func:`log_posterior` over the unconstrained dict; NUTS
-samples :func:`numpyro_model`, whose potential energy is exactly
-``-log_posterior`` (tested), so both estimators target the same posterior.
+The MAP estimate maximises :func:`log_posterior` over the unconstrained dict; NUTS samples :func:`numpyro_model`,
+whose potential energy is exactly ``-log_posterior`` (tested), so both estimators target the same posterior.
 
 Binary items use the slope-intercept form z = a theta + d (b = -d / a), as mirt does:
 under a rescaling theta -> s theta, a -> a / s the intercepts d do not move, so the
@@ -104,6 +102,8 @@ class ModelSpec:
             O(1 / examinees) bias of a logistic regression's slope (no guessing, binary;
             :func:`irtexam.irt.alternating.firth_gradient`). ``method="auto"`` uses it there for the 2PL where the
             median item has fewer than :data:`irtexam.irt.fit.FIRTH_MAX_RESPONSES` responses.
+        ability_nodes: Gauss-Hermite points over each ability's Gaussian posterior in the joint mode's item step
+            (1: the mode plugged in; :func:`irtexam.irt.cell_blocks.item_moments_over_abilities`).
     """
 
     kind: str = "3pl"
@@ -123,6 +123,7 @@ class ModelSpec:
     c_centre_scale: float = 1.0
     c_centre_rule: str = "mode"
     bias_reduction: str = "none"
+    ability_nodes: int = 1
 
     def __post_init__(self) -> None:
         kind = str(self.kind).lower()
