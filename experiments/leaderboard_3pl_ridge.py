@@ -12,8 +12,9 @@ their sample mean and sd, a* = a s, b* = (b - m) / s), so that each suspect can 
   not at the truth (it is not the solver stopping early);
 * ``--kappa K``: the Beta prior's concentration on c (the model's c_concentration, 20 = simulate's Beta(5, 15));
 * ``--log-a-scale S``: the sd of the prior on log a (the joint mode's 0.5; the marginal estimator uses 1.0);
-* ``--ability-nodes Q``: the item step integrates each ability over N(mode, 1 / Fisher) by Q Gauss-Hermite nodes
-  (an adaptive-quadrature M-step, as the marginal estimator's E-step would weight it) instead of plugging the mode in;
+* ``--ability-nodes Q``: the item step integrates each ability over N(mode, 1 / (Fisher + 1)) by Q Gauss-Hermite
+  nodes (``ModelSpec.ability_nodes``, what ``method="auto"`` does for the 3PL below 5,000 items per examinee, with
+  ``--log-a-scale 1``) instead of plugging the mode in;
 * ``--known-theta``: item steps only, the abilities held at the truth;
 * ``--c-range LO,HI``: c ~ U(LO, HI) instead of simulate's Beta(5, 15) (a prior that is not the generating one);
 * ``--learn-kappa R``: after every ``--sweeps`` sweeps kappa is re-set to the spread of the fitted c's (R rounds);
@@ -136,7 +137,7 @@ def main() -> None:
     responses, truth = irtexam.simulate(n_items, n_models, model="3pl", seed=args.seed, c=c_true)
     star = true_on_sample_scale(truth)
     spec = mdl.ModelSpec(kind="3pl", c_centre_rule="empirical", c_concentration=args.kappa,
-                         log_a_scale=args.log_a_scale, learn_a_centre=args.learn_a_centre,
+                         log_a_scale=args.log_a_scale, learn_a_centre=args.learn_a_centre, ability_nodes=args.ability_nodes,
                          learn_c_centre=not args.fixed_c_centre)
     design = mdl.build_design(responses, spec)
     if list(design.items) != list(responses.items):
@@ -154,20 +155,6 @@ def main() -> None:
         items.update(a=np.log(a).astype(dtype), d=(-a * b).astype(dtype), c=np.log(c / (1 - c)).astype(dtype))
         items.update({k: dtype(np.mean(items[name])) for k, name in (("mu_c", "c"), ("mu_d", "d")) if k in items})
 
-    nodes, weights = np.polynomial.hermite_e.hermegauss(args.ability_nodes)
-    weights = weights / weights.sum()
-    plain_moments = cb.item_moments
-
-    def integrated_moments(a, c, d, theta_and_sd, blocks, free_guessing, skew=False):
-        """The item sums averaged over theta + sd x_q (the item step's only use of the abilities)."""
-        total = None
-        for x, w in zip(nodes, weights):
-            sums = plain_moments(a, c, d, theta_and_sd[0] + float(x) * theta_and_sd[1], blocks, free_guessing, skew)
-            total = (jax.tree_util.tree_map(lambda s: w * s, sums) if total is None
-                     else jax.tree_util.tree_map(lambda t, s: t + w * s, total, sums))
-        return total
-
-    alt.item_moments = integrated_moments
     if args.adjusted_score:
         plain_step, plain_prior_terms = alt.item_step, alt.item_prior_terms
 
@@ -191,11 +178,6 @@ def main() -> None:
 
     item_step, theta_step = compile_steps(spec)
 
-    def fisher(i, t, b):
-        slopes, floors = mdl.item_slopes_and_floors(i, spec)
-        return cb.ability_moments(slopes, floors, i["d"], t, b)[1]
-
-    fisher = jax.jit(fisher)
     damping, previous = np.ones(n_items, dtype), np.zeros((n_items, 3), dtype)
     theta_damping, theta_previous = np.ones(n_models, dtype), np.zeros(n_models, dtype)
     label = (f"{args.shape} seed {args.seed}{', c ~ U(' + args.c_range + ')' if args.c_range else ''}, start {args.start}, "
@@ -214,10 +196,7 @@ def main() -> None:
             print(f"  round {round_}: kappa {spec.c_concentration:.1f}", flush=True)
         for _ in range(args.sweeps):
             sweep += 1
-            sd = (1.0 / np.sqrt(np.asarray(fisher(items, theta, blocks)) + 1e-6) if args.ability_nodes > 1 and sweep > 3
-                  else np.zeros(n_models))
-            items, damping, previous, moved = item_step(items, np.stack([theta, np.asarray(sd, dtype)]), blocks,
-                                                        damping, previous)
+            items, damping, previous, moved = item_step(items, theta, blocks, damping, previous)
             largest = float(np.max(np.asarray(moved)))
             if not args.known_theta:
                 items, theta, theta_damping, theta_previous, moved_theta = theta_step(items, theta, blocks,

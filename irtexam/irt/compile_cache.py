@@ -77,9 +77,9 @@ BACKEND_FAST_OPTIONS: dict[str, dict[str, Any]] = {"cpu": CPU_FAST_OPTIONS}  # a
 _MEMORY: dict[str, Any] = {}
 _CACHE_HITS = [0]
 _LISTENING = [False]
-_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "marginal/steps.py", "marginal/em.py", "marginal/information.py",
-                 "marginal/abilities.py",
-                 "stats.py")  # the code they trace
+_SOURCE_FILES = ("model.py", "likelihood.py", "kinds.py", "fit.py", "alternating.py", "cell_blocks.py", "examinee_blocks.py",
+                 "marginal/steps.py", "marginal/em.py", "marginal/information.py", "marginal/abilities.py",
+                 "stats.py")  # the code they trace (a change to any of them must not load an executable of the old)
 
 
 def backend() -> str:
