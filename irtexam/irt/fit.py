@@ -114,7 +114,10 @@ FIRTH_MAX_RESPONSES = 1000
 # -> x1.032 / x1.043 (em: x1.020-1.046 at these shapes, 13-28 s against 1-3 s).
 # Below this many items per examinee: above, the modes' excess is about 0.01 (5,761 x 2,211 seed 400: x1.046 ->
 # x1.039; 12,032 x 2,211: x1.043 -> x1.031) and the four passes a sweep would cost 8 s of a 11 s fit (18.9 s).
-LEADERBOARD_ABILITY_NODES, LEADERBOARD_INTEGRATED_BELOW = 3, 5000
+# And from this many responses to the median item: with 200-250 models the integrated step errs low as often as
+# the modes err high (2,000 x 200 seeds 1 / 2 / 11 / 400: x1.021 / 0.971 / 0.994 / 0.950; 3,000 x 250: 0.998 /
+# 0.981 / 0.969 / 0.958, c 0.01-0.04 low; four tiny-benchmark banks of 200 models: accuracy error 0.0208 -> 0.0216).
+LEADERBOARD_ABILITY_NODES, LEADERBOARD_INTEGRATED_BELOW, LEADERBOARD_INTEGRATED_MIN_RESPONSES = 3, 5000, 500
 LEADERBOARD_C_CENTRE = ("learned by the empirical-Bayes equation (the mean of the items' logit c): the joint mode "
                         "chosen by method='auto' for many items per examinee")
 
@@ -349,15 +352,16 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
+    per_item = float(np.median(design.mask.sum(axis=1))) if leaderboard else 0.0  # responses of the median item
     if (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
-            and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
+            and per_item < FIRTH_MAX_RESPONSES):
         spec = replace(spec, bias_reduction="firth")
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")
         guessing_note = LEADERBOARD_C_CENTRE
-    if leaderboard and spec.free_guessing and per_examinee < LEADERBOARD_INTEGRATED_BELOW:  # "map": the plain mode
-        spec = replace(spec, ability_nodes=LEADERBOARD_ABILITY_NODES,
-                       log_a_scale=model_options.get("log_a_scale", MARGINAL_LOG_A_SCALE))
+    if (leaderboard and spec.free_guessing and per_examinee < LEADERBOARD_INTEGRATED_BELOW
+            and per_item >= LEADERBOARD_INTEGRATED_MIN_RESPONSES):  # method="map": the plain mode
+        spec = replace(spec, ability_nodes=LEADERBOARD_ABILITY_NODES, log_a_scale=MARGINAL_LOG_A_SCALE)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
@@ -382,7 +386,8 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
             result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells,
                                                         responses.n_items) + (
                 f"; its item step integrates each ability over its posterior ({spec.ability_nodes} Gauss-Hermite "
-                f"points, below {LEADERBOARD_INTEGRATED_BELOW} items per examinee)" if spec.ability_nodes > 1 else "")
+                f"points: fewer than {LEADERBOARD_INTEGRATED_BELOW} items per examinee, at least "
+                f"{LEADERBOARD_INTEGRATED_MIN_RESPONSES} responses per item)" if spec.ability_nodes > 1 else "")
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:
