@@ -13,8 +13,8 @@ their sample mean and sd, a* = a s, b* = (b - m) / s), so that each suspect can 
 * ``--kappa K``: the Beta prior's concentration on c (the model's c_concentration, 20 = simulate's Beta(5, 15));
 * ``--log-a-scale S``: the sd of the prior on log a (the joint mode's 0.5; the marginal estimator uses 1.0);
 * ``--ability-nodes Q``: the item step integrates each ability over N(mode, 1 / (Fisher + 1)) by Q Gauss-Hermite
-  nodes (``ModelSpec.ability_nodes``, what ``method="auto"`` does for the 3PL below 5,000 items per examinee, with
-  ``--log-a-scale 1``) instead of plugging the mode in;
+  nodes (the option ``ModelSpec.ability_nodes``; with ``--log-a-scale 1`` it matches the marginal estimator)
+  instead of plugging the mode in;
 * ``--known-theta``: item steps only, the abilities held at the truth;
 * ``--c-range LO,HI``: c ~ U(LO, HI) instead of simulate's Beta(5, 15) (a prior that is not the generating one);
 * ``--learn-kappa R``: after every ``--sweeps`` sweeps kappa is re-set to the spread of the fitted c's (R rounds);

@@ -94,7 +94,7 @@ def test_a_marginal_option_keeps_the_marginal_estimator_and_se_modes_are_the_joi
 def test_leaderboard_shapes_recover_on_the_sample_standardised_scale(shape, model):
     row, fit = recovery(*shape, model, seed=11)
     assert fit.method == "map"
-    assert abs(row["a_ratio"] - 1) < 0.03  # the 3PL: x1.008 (seed 11) since its item step integrates the abilities
+    assert abs(row["a_ratio"] - 1) < (0.04 if model == "3pl" else 0.03)
     assert abs(row["b_slope"] - 1) < 0.03 and abs(row["theta_slope"] - 1) < 0.03
     assert 0.85 <= row["cov_a"] <= 0.95 and 0.85 <= row["cov_b"] <= 0.95 and 0.85 <= row["cov_theta"] <= 0.95
     assert row["distinct"] == row["patterns"]
@@ -241,32 +241,25 @@ def test_a_refined_grid_keeps_fixed_items_at_their_bank_values():
     assert again.fit_stats["optimizer"]["nodes"] > 61
 
 
-def test_the_leaderboard_3pl_integrates_the_abilities_in_its_item_step_and_its_slopes_lose_the_modes_excess(
-        monkeypatch):
-    """1,500 items x 500 models, 3PL (the joint mode by the leaderboard rule): plugging the abilities' modes into
-    the item step puts the slopes 9% high (seed 1: x1.094); integrating each ability over its Gaussian posterior
-    (3 Gauss-Hermite points, ``method="auto"`` below 5,000 items per examinee and from 500 responses per item)
-    brings them to x1.017. The plain leaderboard fit is the same call with the rule's threshold at 0; with 200
-    models (below 500 responses per item) the rule leaves the plain mode."""
-    import importlib
+def test_integrating_the_abilities_in_the_3pl_item_step_is_an_option_that_removes_the_modes_excess():
+    """1,500 items x 500 models, 3PL with c ~ Beta(5, 15) (the prior's family): the default leaderboard fit plugs the
+    abilities' modes into the item step and its slopes come out 9% high (seed 1: x1.094); the option
+    ``ModelSpec(ability_nodes=3, log_a_scale=1.0)`` with ``method="map"`` integrates each ability over its
+    Gaussian posterior and brings them to x1.017. (Not the default: with c spread as U(0, 0.5) it puts slopes 7-9%
+    low where the modes are right, irtexam.irt.fit's notes.)"""
+    from irtexam.irt.model import ModelSpec
 
-    fit_module = importlib.import_module("irtexam.irt.fit")  # the module (irtexam.irt.fit is also the function)
     responses, truth = simulate(1500, 500, model="3pl", seed=1)
     star = standardised_truth(truth)
+    option = ModelSpec(kind="3pl", c_centre_rule="empirical", ability_nodes=3, log_a_scale=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = irtexam.fit(responses, model="3pl", se=False)
+        integrated = irtexam.fit(responses, model="3pl", method="map", spec=option, se=False)
+    assert default.method == "map" and default.spec.ability_nodes == 1 and integrated.spec.ability_nodes == 3
     ratios = {}
-    for label, below in (("integrated", fit_module.LEADERBOARD_INTEGRATED_BELOW), ("plugged", 0)):
-        monkeypatch.setattr(fit_module, "LEADERBOARD_INTEGRATED_BELOW", below)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = irtexam.fit(responses, model="3pl", se=False)
-        assert result.method == "map" and result.spec.ability_nodes == (3 if below else 1)
-        assert ("Gauss-Hermite" in result.fit_stats["method_rule"]) == bool(below)
+    for label, result in (("default", default), ("integrated", integrated)):
         items = result.items.reindex(list(responses.items))
         ratios[label] = float(np.exp(np.mean(np.log(items["a"].to_numpy() / star["a"]))))
     assert abs(ratios["integrated"] - 1.0) < 0.03, ratios
-    assert ratios["plugged"] - ratios["integrated"] > 0.05, ratios
-    monkeypatch.undo()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        few = irtexam.fit(simulate(600, 200, model="3pl", seed=1)[0], model="3pl", se=False)
-    assert few.method == "map" and few.spec.ability_nodes == 1
+    assert ratios["default"] - ratios["integrated"] > 0.05, ratios

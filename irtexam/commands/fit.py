@@ -74,8 +74,8 @@ def format_summary(result) -> str:
         lines.append(f"  items with Firth's penalty (under {FIRTH_MAX_RESPONSES:,} answers an item's slope at its maximum "
                      "runs high; --method map for the plain joint mode)")
     if getattr(result.spec, "ability_nodes", 1) > 1:
-        lines.append(f"  item step over each ability's posterior ({result.spec.ability_nodes} Gauss-Hermite points: "
-                     "plugged-in modes put 3PL slopes 4-9% high; --method map for the plain joint mode)")
+        lines.append(f"  item step over each ability's posterior ({result.spec.ability_nodes} Gauss-Hermite points, "
+                     "ModelSpec.ability_nodes)")
     if result.facets is not None:
         for facet, group in result.facets.groupby("facet", sort=False):
             ranked = group.sort_values("theta", ascending=False)

@@ -159,8 +159,8 @@ def item_moments_over_abilities(a: Array, c: Array, d: Array, theta: Array, bloc
     the ability's Fisher information (:func:`ability_moments`) and 1 its N(0, 1) prior's precision, by ``nodes``
     Gauss-Hermite points, sums = sum_q w_q item_moments(theta + x_q s). The item step then maximises the items'
     expected log posterior under the abilities' posteriors, as the marginal estimator's M-step does on its grid
-    (an adaptive-quadrature EM step, Schilling & Bock 2005), at ``nodes`` passes over the cells instead of one:
-    the 3PL's joint mode, which plugs in modes, puts slopes 4-9% high where examinees answer 500-3,000 items."""
+    (an adaptive-quadrature EM step, Schilling & Bock 2005), at ``nodes`` passes over the cells instead of one.
+    An option, not the default: see the measurements above :data:`irtexam.irt.fit.LEADERBOARD_C_CENTRE`."""
     if nodes <= 1:
         return item_moments(a, c, d, theta, blocks, free_guessing, skew)
     points, weights = np.polynomial.hermite_e.hermegauss(nodes)

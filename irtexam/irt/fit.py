@@ -105,19 +105,14 @@ LEADERBOARD_EXAMINEE_RATIO = 0.01
 # x1.034 / x1.018 -> x1.007 / x1.013 / x1.001); at 2,211 models it moves nothing (12,032 x 2,211: 0.999 either
 # way) and its four extra per-cell sums cost 1.5-2 s of the 7.6 s whole process.
 FIRTH_MAX_RESPONSES = 1000
-# ... and there the 3PL's item step integrates every ability over its Gaussian posterior by this many Gauss-Hermite
-# points (ModelSpec.ability_nodes; cell_blocks.item_moments_over_abilities) under the marginal estimator's log a
-# prior sd, instead of plugging in the modes, whose slopes came out 4-9% high at 500-3,000 items per examinee
-# (seeds 1 and 2, truth sample-standardised; experiments/leaderboard_3pl_ridge.py --ability-nodes 3 --log-a-scale 1):
-# 2,000 x 200 x1.072 / x1.039 -> x1.021 / x0.971; 3,000 x 250 x1.064 / x1.011 -> x0.998 / x0.981; 2,000 x 1,000
-# x1.035 / x1.035 -> x1.012 / x1.011; 1,500 x 500 x1.094 / x1.021 -> x1.017 / x0.993; 500 x 1,000 x1.089 / x1.078
-# -> x1.032 / x1.043 (em: x1.020-1.046 at these shapes, 13-28 s against 1-3 s).
-# Below this many items per examinee: above, the modes' excess is about 0.01 (5,761 x 2,211 seed 400: x1.046 ->
-# x1.039; 12,032 x 2,211: x1.043 -> x1.031) and the four passes a sweep would cost 8 s of a 11 s fit (18.9 s).
-# And from this many responses to the median item: with 200-250 models the integrated step errs low as often as
-# the modes err high (2,000 x 200 seeds 1 / 2 / 11 / 400: x1.021 / 0.971 / 0.994 / 0.950; 3,000 x 250: 0.998 /
-# 0.981 / 0.969 / 0.958, c 0.01-0.04 low; four tiny-benchmark banks of 200 models: accuracy error 0.0208 -> 0.0216).
-LEADERBOARD_ABILITY_NODES, LEADERBOARD_INTEGRATED_BELOW, LEADERBOARD_INTEGRATED_MIN_RESPONSES = 3, 5000, 500
+# The joint mode's item step can integrate every ability over its Gaussian posterior (ModelSpec.ability_nodes,
+# cell_blocks.item_moments_over_abilities; opt in with spec=ModelSpec(ability_nodes=3, log_a_scale=1.0) and
+# method="map"); "auto" keeps the modes. Measured (3PL, truth sample-standardised; experiments/leaderboard_3pl_ridge.py
+# --ability-nodes 3 --log-a-scale 1): where the items' c follow the prior's Beta(5, 15) it removes the modes' 3-9%
+# (2,000 x 1,000 seeds 1 / 2: x1.035 / x1.035 -> x1.011 / x1.010; 1,500 x 500: x1.094 / x1.021 -> x1.017 / x0.993;
+# the marginal estimator agrees), but with c spread as U(0, 0.5) it puts slopes 7-9% low where the modes are right
+# (2,000 x 1,000 seeds 0 / 1 / 2: x1.001 / 0.975 / 0.989 -> x0.928 / 0.912 / 0.935, a's intervals covering 0.76; the
+# marginal estimator x0.899), and with 200-250 models it errs low as often as the modes err high.
 LEADERBOARD_C_CENTRE = ("learned by the empirical-Bayes equation (the mean of the items' logit c): the joint mode "
                         "chosen by method='auto' for many items per examinee")
 
@@ -352,16 +347,12 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    per_item = float(np.median(design.mask.sum(axis=1))) if leaderboard else 0.0  # responses of the median item
     if (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
-            and per_item < FIRTH_MAX_RESPONSES):
+            and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
         spec = replace(spec, bias_reduction="firth")
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")
         guessing_note = LEADERBOARD_C_CENTRE
-    if (leaderboard and spec.free_guessing and per_examinee < LEADERBOARD_INTEGRATED_BELOW
-            and per_item >= LEADERBOARD_INTEGRATED_MIN_RESPONSES):  # method="map": the plain mode
-        spec = replace(spec, ability_nodes=LEADERBOARD_ABILITY_NODES, log_a_scale=MARGINAL_LOG_A_SCALE)
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
@@ -384,10 +375,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_joint(responses, spec, design, train_mask, test, options, output, messages)
         if leaderboard:
             result.fit_stats["method_rule"] = auto_note(requested, method, None, per_examinee, cells,
-                                                        responses.n_items) + (
-                f"; its item step integrates each ability over its posterior ({spec.ability_nodes} Gauss-Hermite "
-                f"points: fewer than {LEADERBOARD_INTEGRATED_BELOW} items per examinee, at least "
-                f"{LEADERBOARD_INTEGRATED_MIN_RESPONSES} responses per item)" if spec.ability_nodes > 1 else "")
+                                                        responses.n_items)
             if guessing_note:
                 result.fit_stats["item_prior"]["guessing_centre_rule"] = guessing_note
     else:
