@@ -73,7 +73,7 @@ def format_summary(result) -> str:
         from ..irt.fit import FIRTH_MAX_RESPONSES
         lines.append(f"  items with Firth's penalty (under {FIRTH_MAX_RESPONSES:,} answers an item's slope at its maximum "
                      "runs high; --method map for the plain joint mode)")
-    if getattr(result.spec, "ability_nodes", 1) > 1:
+    if result.spec.ability_nodes > 1:
         lines.append(f"  item step over each ability's posterior ({result.spec.ability_nodes} Gauss-Hermite points, "
                      "ModelSpec.ability_nodes)")
     if result.facets is not None:

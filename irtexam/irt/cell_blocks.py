@@ -160,15 +160,12 @@ def item_moments_over_abilities(a: Array, c: Array, d: Array, theta: Array, bloc
     Gauss-Hermite points, sums = sum_q w_q item_moments(theta + x_q s). The item step then maximises the items'
     expected log posterior under the abilities' posteriors, as the marginal estimator's M-step does on its grid
     (an adaptive-quadrature EM step, Schilling & Bock 2005), at ``nodes`` passes over the cells instead of one.
-    An option, not the default: see the measurements above :data:`irtexam.irt.fit.LEADERBOARD_C_CENTRE`."""
+    An option, not the default: why is in the estimator guide (docs/guide/fit.md) and beside
+    :data:`irtexam.irt.fit.FIRTH_MAX_RESPONSES`."""
     if nodes <= 1:
         return item_moments(a, c, d, theta, blocks, free_guessing, skew)
     points, weights = np.polynomial.hermite_e.hermegauss(nodes)
-    weights = weights / weights.sum()
+    weights = (weights / weights.sum()).tolist()
     sd = jax.lax.rsqrt(ability_moments(a, c, d, theta, blocks)[1] + 1.0)
-    total = None
-    for x, w in zip(points.tolist(), weights.tolist()):
-        sums = item_moments(a, c, d, theta + x * sd, blocks, free_guessing, skew)
-        total = (jax.tree_util.tree_map(lambda s, w=w: w * s, sums) if total is None
-                 else jax.tree_util.tree_map(lambda t, s, w=w: t + w * s, total, sums))
-    return total
+    at_nodes = [item_moments(a, c, d, theta + x * sd, blocks, free_guessing, skew) for x in points.tolist()]
+    return jax.tree_util.tree_map(lambda *sums: sum(w * s for w, s in zip(weights, sums)), *at_nodes)
