@@ -100,6 +100,38 @@ def adjusted_score(items: dict, theta, blocks, spec, prior_terms):
     return 0.5 * jnp.einsum("irk,ik->ir", sums, weights)
 
 
+def em_kappa(items: dict, theta, blocks, spec) -> float:
+    """The EM update of the c prior's concentration kappa, its mean m = sigmoid(mu_c) held: maximise
+    sum_i kappa m E[log c_i] + kappa (1 - m) E[log(1 - c_i)] - I log B(kappa m, kappa (1 - m)) with the expectations
+    under each item's Laplace posterior of u_i = logit c_i (mean u_i, variance V_i = [(F_i + P_i)^-1]_cc):
+    E[log sigmoid(u)] ~ log s - V s (1 - s) / 2, E[log(1 - s)] ~ log(1 - s) - V s (1 - s) / 2. Newton in log kappa."""
+    from scipy.special import betaln, digamma, polygamma
+    from irtexam.irt import alternating as alt
+    from irtexam.irt import cell_blocks as cb
+    from irtexam.irt import model as mdl
+
+    names = ("a", "d", "c")
+    a, c = mdl.item_slopes_and_floors(items, spec)
+    sums = cb.item_moments_over_abilities(a, c, items["d"], theta, blocks, True, spec.ability_nodes)
+    info = alt.information_from_moments(a, c, sums.by_slope, sums.by_mixed, sums.by_guess, names)
+    _, precision = mdl.item_prior_terms(items, spec)
+    info = info + jax.vmap(jnp.diag)(jnp.stack([precision[r] for r in names], axis=-1))
+    variance = np.asarray(jnp.linalg.inv(info)[:, 2, 2], float)
+    s = 1.0 / (1.0 + np.exp(-np.asarray(items["c"], float)))
+    half = 0.5 * variance * s * (1 - s)
+    log_c, log_1c = np.mean(np.log(s) - half), np.mean(np.log1p(-s) - half)
+    m = 1.0 / (1.0 + np.exp(-float(items["mu_c"])))
+    kappa = spec.c_concentration
+    for _ in range(50):
+        g = m * log_c + (1 - m) * log_1c - (m * digamma(kappa * m) + (1 - m) * digamma(kappa * (1 - m)) - digamma(kappa))
+        h = -(m * m * polygamma(1, kappa * m) + (1 - m) ** 2 * polygamma(1, kappa * (1 - m)) - polygamma(1, kappa))
+        step = np.clip(g * kappa / (-(h * kappa * kappa) - g * kappa), -1.0, 1.0)   # Newton in log kappa (concave)
+        kappa = float(kappa * np.exp(step))
+        if abs(step) < 1e-8:
+            break
+    return kappa
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="2000x1000", help="items x models")
@@ -118,6 +150,13 @@ def main() -> None:
     parser.add_argument("--learn-kappa", type=int, default=0, metavar="ROUNDS",
                         help="after each --sweeps sweeps set kappa to the spread of the fitted c's, m (1 - m) / var(c) - 1, "
                              "ROUNDS times (a moment estimate from the modes, as a joint mode learns a variance)")
+    parser.add_argument("--em-kappa", type=int, default=0, metavar="ROUNDS",
+                        help="after each --sweeps sweeps set kappa by an EM step under the items' Laplace posteriors "
+                             "(expected log c and log (1 - c) with each logit c's posterior variance), ROUNDS times")
+    parser.add_argument("--polish", type=int, default=0, metavar="SWEEPS",
+                        help="after the joint sweeps, SWEEPS item steps with the abilities held and the log a centre "
+                             "learned (the abilities' standardised scale then sets the slopes' level)")
+    parser.add_argument("--polish-nodes", type=int, default=1, help="ability nodes of the polishing item steps")
     parser.add_argument("--adjusted-score", action="store_true",
                         help="add Kosmidis & Firth's bias-reducing adjustment to the item step's gradient")
     parser.add_argument("--c-range", default=None, metavar="LO,HI",
@@ -187,8 +226,13 @@ def main() -> None:
     print(f"{label}\n  sweep 0: {recovery(items, theta, star)}", flush=True)
     started = time.perf_counter()
     sweep = 0
-    for round_ in range(args.learn_kappa + 1):
-        if round_:
+    for round_ in range(max(args.learn_kappa, args.em_kappa) + 1):
+        if round_ and args.em_kappa:
+            kappa = em_kappa(items, theta, blocks, spec)
+            spec = replace(spec, c_concentration=kappa)
+            item_step, theta_step = compile_steps(spec)
+            print(f"  round {round_}: kappa {kappa:.2f}", flush=True)
+        elif round_:
             c_hat = 1.0 / (1.0 + np.exp(-np.asarray(items["c"], float)))
             centre = float(np.mean(c_hat))
             spec = replace(spec, c_concentration=float(centre * (1 - centre) / np.var(c_hat) - 1.0))
@@ -204,6 +248,16 @@ def main() -> None:
                 largest = max(largest, float(moved_theta))
             if (args.every and sweep % args.every == 0) or sweep == args.sweeps * (round_ + 1):
                 print(f"  sweep {sweep}: {recovery(items, theta, star)}  (largest move {largest:.4f} SE)", flush=True)
+    if args.polish:
+        polish_spec = replace(spec, learn_a_centre=True, ability_nodes=args.polish_nodes)
+        polish_step = jax.jit(lambda i, t, b, d, p: alt.item_step(i, t, b, polish_spec, d, p))
+        items = {**items, "mu_a": dtype(np.mean(np.asarray(items["a"], float)))}
+        damping, previous = np.ones(n_items, dtype), np.zeros((n_items, 3), dtype)
+        for k in range(args.polish):
+            items, damping, previous, moved = polish_step(items, theta, blocks, damping, previous)
+        print(f"  polished ({args.polish} item steps, abilities held, log a centre learned, {args.polish_nodes} node(s)):"
+              f" {recovery(items, theta, star)}  mu_a {float(items['mu_a']):+.4f}  (largest move "
+              f"{float(np.max(np.asarray(moved))):.4f} SE)", flush=True)
     print(f"  {time.perf_counter() - started:.1f} s")
 
 
