@@ -395,3 +395,15 @@ def test_link_warns_when_the_forms_guessing_centres_differ():
         b = irtexam.fit(responses, model="3pl", guessing_centre="learned", draws=20)
     with pytest.warns(irtexam.PriorWarning, match="guessing_centre learned against fixed"):
         irtexam.link(b, a, method="mean-sigma", draws=20)
+
+
+def test_link_result_repr_is_a_summary():
+    from irtexam.bank.link import LinkResult
+
+    transform = {"A": 1.1, "B": -0.2, "A_low": 1.0, "A_high": 1.2, "B_low": -0.3, "B_high": -0.1,
+                 "method": "stocking-lord", "n_anchors": 20, "anchors": [f"q{j}" for j in range(20)]}
+    drift = pd.DataFrame({"item": [f"q{j}" for j in range(20)], "flag": [j < 2 for j in range(20)]})
+    shown = repr(LinkResult(transform, pd.DataFrame({"a": np.ones(35)}), drift))
+    assert shown == ("LinkResult: theta_old = A theta_new + B by stocking-lord on 20 anchors, A 1.100 [1.000, 1.200], "
+                     "B -0.200 [-0.300, -0.100] (90%); 2 anchor(s) flagged as drifting; .items (35), .drift, "
+                     ".transform, .save(DIR)")

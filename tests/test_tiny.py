@@ -269,3 +269,16 @@ def test_truth_on_the_bank_scale_is_the_calibration_line():
     np.testing.assert_allclose(out.to_numpy(), [0.3 + 1.25 * 0.5, 0.3])
     with pytest.raises(IrtexamError, match="truth theta"):
         truth_on_bank_scale(truth, calibrated[:2], ["e"])
+
+
+def test_bank_reprs_are_one_line_summaries():
+    from irtexam.bank.itembank import ItemBank
+
+    bank, _ = known_bank(n_items=400, c=0.2)
+    assert repr(bank) == ("TinyBank: 400 items (2PL, c = 0.2), a {:.2f} to {:.2f}, b {:.2f} to {:.2f}; calibrated on "
+                          "150 models").format(bank.params.a.min(), bank.params.a.max(), bank.params.b.min(),
+                                               bank.params.b.max())
+    spread = kinds.ItemParams(bank.params.a, bank.params.b, np.linspace(0.1, 0.3, 400))
+    shown = repr(ItemBank.from_params(spread))
+    assert shown.startswith("ItemBank: 400 items (3PL), a ") and shown.endswith("c 0.10 to 0.30; 1 posterior draw(s)")
+    assert "1PL" in repr(ItemBank.from_params(kinds.ItemParams(np.ones(5), np.zeros(5), np.zeros(5))))

@@ -129,6 +129,9 @@ def test_validate_on_a_simulation_reports_sound_numbers(tmp_path, capsys):
     # against the truth the slope also carries the calibration's scale (96 models: their sample sd, ~0.9)
     assert 0.5 < info60["theta_slope_truth"] < 1.1
     assert info60["irt_mae"] < info60["subset_mae"]                       # info items are no random sample
+    shown = repr(result)                       # a summary and the table, not every array of the bank
+    assert len(shown) < 1500 and "2PL bank of 300 items" in shown and "info 60" in shown
+    assert repr(result.bank).startswith("TinyBank: 300 items (2PL), a ") and len(repr(result.bank)) < 400
     paths = result.save(tmp_path / "v")
     assert pd.read_csv(paths["validation"]).shape[0] == 4
     assert json.loads(Path(paths["settings"]).read_text())["splits"] == 2

@@ -44,6 +44,11 @@ class ItemBank:
         """Number of items I."""
         return len(self.ids)
 
+    def __repr__(self) -> str:
+        calibration = "" if self.calibration is None else f", calibrated on {np.shape(self.calibration)[1]} examinees"
+        return (f"ItemBank: {describe_items(self.params)}; {self.n_draws} posterior draw(s){calibration}"
+                f"{'' if self.source is None else ', from ' + self.source}")
+
     @property
     def n_draws(self) -> int:
         """Number of item-parameter draws S."""
@@ -84,6 +89,23 @@ class ItemBank:
         """The bank of a fit folder; a one-line error when it has no item parameters."""
         fit = load_fit_checked(directory)
         return cls.from_fit(fit, draws=draws, seed=seed, source=str(directory))
+
+
+def describe_items(params: kinds.ItemParams) -> str:
+    """One line on a bank's item parameters: how many, which model they are, the range of a and b (and c), for
+    the banks' reprs (their arrays would fill a screen)."""
+    a, b = np.asarray(params.a, float).ravel(), np.asarray(params.b, float).ravel()
+    if a.size == 0:
+        return "0 items"
+    c = None if params.c is None else np.asarray(params.c, float).ravel()
+    if params.graded:
+        kind = f"graded, {params.n_categories} categories"
+    elif c is not None and np.any(c != c[0]):
+        kind = "3PL"
+    else:
+        kind = ("1PL" if np.allclose(a, a[0]) else "2PL") + ("" if c is None or c[0] == 0 else f", c = {c[0]:g}")
+    line = f"{a.size} items ({kind}), a {a.min():.2f} to {a.max():.2f}, b {b.min():.2f} to {b.max():.2f}"
+    return line + (f", c {c.min():.2f} to {c.max():.2f}" if kind == "3PL" else "")
 
 
 def load_fit_checked(directory: str | Path) -> Any:

@@ -82,7 +82,6 @@ METHODS = SEPARATE + ("fixed", "concurrent")
 LOW_Q, HIGH_Q = 0.05, 0.95
 
 
-# ----------------------------------------------------------------------------- posterior draws
 def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kinds.ItemParams] | None:
     """Posterior draws of the items at ``positions`` (None without draws). A non-finite draw of an item (a
     fit's Laplace covariance can fail for one item) is replaced by that item's point estimate, so it adds no
@@ -117,7 +116,6 @@ def _draw_params(fit: Any, positions: np.ndarray, n: int, seed: int) -> list[kin
     return [kinds.ItemParams(*(None if pair is None else pair[0][s] for pair in values)) for s in range(d.n)]
 
 
-# ----------------------------------------------------------------------------- results
 @dataclass
 class LinkResult:
     """A link: ``transform`` (A, B, intervals, method, anchors), ``items`` (NEWFIT's items on OLDFIT's
@@ -126,6 +124,12 @@ class LinkResult:
     transform: dict[str, Any]
     items: pd.DataFrame
     drift: pd.DataFrame
+
+    def __repr__(self) -> str:
+        t, flagged = self.transform, int(self.drift["flag"].sum()) if "flag" in self.drift else 0
+        return (f"LinkResult: theta_old = A theta_new + B by {t.get('method')} on {t.get('n_anchors')} anchors, A {t['A']:.3f} "
+                f"[{t['A_low']:.3f}, {t['A_high']:.3f}], B {t['B']:+.3f} [{t['B_low']:+.3f}, {t['B_high']:+.3f}] (90%); "
+                f"{flagged} anchor(s) flagged as drifting; .items ({len(self.items)}), .drift, .transform, .save(DIR)")
 
     def save(self, directory: str | Path) -> dict[str, str]:
         """Write transform.json, items.csv and drift.csv into ``directory`` (an earlier link's files replaced
@@ -145,7 +149,6 @@ class LinkResult:
         return self.transform["A"] * np.asarray(theta_new, float) + self.transform["B"]
 
 
-# ----------------------------------------------------------------------------- inputs
 def _load(fit: Any, role: str) -> Any:
     if isinstance(fit, (str, Path)):
         return load_fit_checked(fit)
@@ -174,7 +177,6 @@ def common_items(new: Any, old: Any, anchors: Sequence[str] | None, new_name: st
     return common
 
 
-# ----------------------------------------------------------------------------- the methods
 def _anchor_items(fit: Any, anchors: Sequence[str]) -> tuple[np.ndarray, kinds.ItemParams]:
     """The anchors' positions in ``fit.items`` and their point estimates."""
     ids = list(map(str, fit.items.index))
@@ -208,7 +210,6 @@ def separate_link(new: Any, old: Any, anchors: list[str], method: str, n_draws: 
             "estimation_draws": len(reps)}
 
 
-# ----------------------------------------------------------------------------- the samples' own scales
 def population_scale_variance(fit: Any) -> tuple[float, float]:
     """Variance of the sample's ability mean and log sd on a fit's scale, as its item draws carry it.
 
@@ -432,7 +433,6 @@ def concurrent_link(new: Any, old: Any, anchors: list[str], n_draws: int = 50, s
     return transform, table
 
 
-# ----------------------------------------------------------------------------- entry point
 def prior_mismatch(new_spec: Any, old_spec: Any) -> str | None:
     """What differs between two fits' item priors that linking them would read as a difference of scale (the
     item prior, the centre of the slopes' or of the guessing prior), or None. A form fitted with the c centre

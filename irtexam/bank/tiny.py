@@ -49,6 +49,7 @@ import pandas as pd
 from ..errors import IrtexamError
 from ..irt import kinds
 from ..responses import ResponseMatrix
+from .itembank import describe_items
 
 LOW_Q, HIGH_Q = 0.05, 0.95
 Z90 = 1.6448536269514722
@@ -78,6 +79,16 @@ class TinyBank:
     def n_items(self) -> int:
         """Number of items N."""
         return len(self.ids)
+
+    def __repr__(self) -> str:
+        parts = [describe_items(self.params)]
+        if self.draws is not None:
+            parts.append(f"{int(np.shape(self.draws.a)[0])} posterior draws")
+        if self.calibration is not None:
+            parts.append(f"calibrated on {np.shape(self.calibration)[1]} models")
+        if self.shrinkage and self.shrinkage.get("applied"):
+            parts.append(f"empirical-Bayes slopes (log a ~ N({self.shrinkage['mu']:.2f}, {self.shrinkage['tau']:.2f}^2))")
+        return f"TinyBank: {'; '.join(parts)}{'' if self.source is None else ', from ' + self.source}"
 
     def prob(self, grid: np.ndarray = GRID) -> np.ndarray:
         """P_i(theta_q), (Q, I), clipped to [1e-9, 1 - 1e-9]."""

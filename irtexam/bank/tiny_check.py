@@ -47,6 +47,14 @@ class TinyValidation:
     test: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        columns = [c for c in ("rule", "k", "models", "irt_mae", "irt_cover", "subset_mae", "theta_slope",
+                               "theta_slope_truth") if c in self.table.columns]
+        return (f"TinyValidation: {str(self.settings.get('model', '?')).upper()} bank of {self.bank.n_items} items, "
+                f"{self.settings.get('splits', 1)} split(s), last split {len(self.train)} calibrating / "
+                f"{len(self.test)} held-out models; .table (all columns), .save(DIR)\n"
+                + self.table[columns].round(4).to_string(index=False))
+
     def save(self, directory: str | Path) -> dict[str, str]:
         """Write validation.csv and settings.json into ``directory``."""
         import json
