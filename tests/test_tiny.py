@@ -282,3 +282,18 @@ def test_bank_reprs_are_one_line_summaries():
     shown = repr(ItemBank.from_params(spread))
     assert shown.startswith("ItemBank: 400 items (3PL), a ") and shown.endswith("c 0.10 to 0.30; 1 posterior draw(s)")
     assert "1PL" in repr(ItemBank.from_params(kinds.ItemParams(np.ones(5), np.zeros(5), np.zeros(5))))
+
+
+def test_auto_rule_takes_info_on_a_bank_the_model_fits():
+    """A bank of true 2PL items with its 150 calibration models' answers: ``rule="auto"`` validates info, anchors
+    and stratified on three folds (each calibrated afresh) and, the model being right, informative questions
+    predict the held-out accuracy best; the subset is the one that rule selects. Without calibration answers
+    "auto" has nothing to validate on and says so."""
+    bank, _ = known_bank(n_items=600, n_cal=150, seed=4)
+    subset = select_subset(bank, 40)
+    rows = pd.DataFrame(subset.attrs["validation"]).set_index("rule")["irt_mae"]
+    assert subset.attrs["rule"] == "info" and subset.attrs["rule_requested"] == "auto"
+    assert rows["info"] < rows["anchors"] and rows["info"] < rows["stratified"]
+    assert list(subset["item"]) == list(select_subset(bank, 40, "info")["item"])
+    with pytest.raises(IrtexamError, match="rule 'auto' validates the rules"):
+        select_subset(TinyBank(bank.ids, bank.params), 40)

@@ -13,6 +13,7 @@ from scipy import stats
 
 import irtexam
 from irtexam.bank.tiny import score_models
+from irtexam.bank.subset import select_subset
 from irtexam.bank.tiny_check import split_models, validate_tiny
 from irtexam.cli import main
 from irtexam.errors import IrtexamError
@@ -53,6 +54,37 @@ def test_cli_select_then_score_matches_python(bank_dir, capsys):
     assert main(["tiny", "score", str(root / "fit"), str(root / "answers.csv"), "--weights", str(root / "empty"),
                  "--out", str(root / "s.csv")]) == 2
     assert "a folder without subset.csv" in capsys.readouterr().err
+
+
+def test_cli_select_auto_validates_the_rules_and_python_agrees(bank_dir, capsys):
+    """The default rule: info, anchors and stratified validated on three folds of the bank's 100 calibration
+    models; the command prints each rule's error and takes the smallest, as select_subset(..., "auto") does."""
+    from irtexam.bank.tiny_check import choose_rule
+
+    root, _, _ = bank_dir
+    assert main(["tiny", "select", str(root / "fit"), "--k", "30", "--out", str(root / "sub_auto")]) == 0
+    out = capsys.readouterr().out
+    rule, table = choose_rule(root / "fit", 30)
+    assert list(table["rule"]) == ["info", "anchors", "stratified"] and (table["models"] == 60).all()
+    assert table.loc[table["rule"] == rule, "irt_mae"].item() == table["irt_mae"].min()
+    assert f"-> {rule}" in out and all(f"{r} {m:.4f}" in out for r, m in zip(table["rule"], table["irt_mae"]))
+    written = pd.read_csv(root / "sub_auto" / "subset.csv")
+    assert list(written["item"]) == list(select_subset(root / "fit", 30, rule)["item"])
+    python = select_subset(root / "fit", 30)
+    assert python.attrs["rule"] == rule and python.attrs["rule_requested"] == "auto"
+    assert list(python["item"]) == list(written["item"])
+
+
+@pytest.mark.slow
+def test_real_run_auto_rule_picks_representative_items():
+    """On the real run the one-dimensional model misfits the pipelines' shared quirks: validated on its own 60
+    pipelines, auto prefers anchors or stratified to info at k = 100, and the chosen rule's error is under 0.02."""
+    from irtexam.bank.tiny_check import choose_rule
+
+    fitted = irtexam.fit(irtexam.ResponseMatrix.read(REAL_RUN), model="2pl", draws=20, progress=False)
+    rule, table = choose_rule(fitted, 100)
+    errors = table.set_index("rule")["irt_mae"]
+    assert rule in ("anchors", "stratified") and errors[rule] < 0.02 and errors["info"] > errors[rule] + 0.005
 
 
 def test_cli_errors_are_one_line(bank_dir, capsys):

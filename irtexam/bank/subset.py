@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -84,18 +84,37 @@ def _clusters(bank: TinyBank, k: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return item_clusters(bank.calibration, k, seed)
 
 
-def select_subset(bank: Any, k: int, rule: str = "info", seed: int = 0, prior_sd: float = 1.0) -> pd.DataFrame:
+def select_subset(bank: Any, k: int, rule: str = "auto", seed: int = 0, prior_sd: float = 1.0,
+                  progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """k items of the bank by ``rule`` (module doc: info, anchors, stratified, mfi, random), with weights.
+
+    ``rule="auto"`` (the default) first validates info, anchors and stratified on the bank's calibration models
+    (:func:`irtexam.bank.tiny_check.choose_rule`: three held-out folds, each a calibration; ``progress`` gets its
+    messages) and takes the one that predicted held-out accuracy best; ``attrs`` then also holds
+    ``rule_requested`` ("auto") and ``validation`` (its table's rows).
 
     Returns a table with one row per chosen item in the order chosen: item, weight (normalised to sum 1:
     the anchor weight, cluster size / N, for anchors and stratified; 1 / k for the others), cluster (-1 when
     none), a, b, c, and ``attrs`` rule, k, seed, bank_items.
     """
+    source = None
+    if rule == "auto" and isinstance(bank, (str, Path)):  # read the fit folder once: its answers are validated
+        from .itembank import load_fit_checked
+
+        source, bank = str(bank), load_fit_checked(bank)
     tb = TinyBank.coerce(bank)
-    if rule not in RULES:
-        raise IrtexamError(f"unknown selection rule '{rule}'; choose one of {', '.join(RULES)}")
+    tb.source = source or tb.source
+    if rule not in RULES + ("auto",):
+        raise IrtexamError(f"unknown selection rule '{rule}'; choose one of {', '.join(RULES + ('auto',))}")
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= tb.n_items:
         raise IrtexamError(f"k (--k) must be an integer from 1 to the bank's {tb.n_items} items, got {k}")
+    if rule == "auto":
+        from .tiny_check import choose_rule
+
+        chosen_rule, validation = choose_rule(bank, int(k), seed=seed, progress=progress)
+        table = select_subset(tb, k, chosen_rule, seed=seed, prior_sd=prior_sd)
+        table.attrs.update(rule_requested="auto", validation=validation.to_dict("records"))
+        return table
     rng = np.random.default_rng(seed)
     n = tb.n_items
     cluster = None

@@ -73,7 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=run_score)
 
     c = actions.add_parser("select", help="pick k items of the bank and write them as an exam",
-                           description="Choose --k items by --rule: info (default: greedy, the expected error of "
+                           description="Choose --k items by --rule: auto (default: validates info, anchors and "
+                                       "stratified on three held-out folds of the bank's calibration models, each "
+                                       "a calibration, and takes the one whose predicted accuracy was closest), "
+                                       "info (greedy, the expected error of "
                                        "the predicted accuracy over the calibration models' abilities), anchors "
                                        "(tinyBenchmarks: k-means medoids, weights = cluster sizes), stratified (one "
                                        "random item a cluster), mfi (most informative at the mean ability) or "
@@ -81,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        "lm_eval_samples.json (when the ids are lm-eval's task/doc_id).")
     c.add_argument("fitdir", help="fit folder (the calibrated bank)")
     c.add_argument("--k", type=int, required=True, help="number of items")
-    c.add_argument("--rule", default="info", choices=RULE_CHOICES, help="selection rule (default info)")
+    c.add_argument("--rule", default="auto", choices=("auto",) + RULE_CHOICES,
+                   help="selection rule (default auto: the best of info, anchors, stratified on held-out models)")
     c.add_argument("--exam", help="the exam JSONL the bank was calibrated on (writes the subset's exam.jsonl)")
     c.add_argument("--seed", type=SEED, default=0)
     c.add_argument("--out", required=True, help="output folder")
@@ -140,9 +144,14 @@ def run_select(args: argparse.Namespace) -> int:
     from ..paths import check_output_dir
 
     check_output_dir(args.out, inputs=[args.fitdir])
-    subset = select_subset(args.fitdir, args.k, args.rule, seed=args.seed)
+    subset = select_subset(args.fitdir, args.k, args.rule, seed=args.seed, progress=lambda m: print(m, flush=True))
+    if subset.attrs.get("validation"):
+        rows = subset.attrs["validation"]
+        print(f"auto: predicted accuracy of held-out models from {args.k} items, mean absolute error "
+              + ", ".join(f"{row['rule']} {row['irt_mae']:.4f}" for row in rows)
+              + f" ({rows[0]['models']} models held out once) -> {subset.attrs['rule']}")
     written = write_subset(subset, args.out, exam=args.exam)
-    print(f"{len(subset)} items by {args.rule}: mean a {subset['a'].mean():.2f}, b from {subset['b'].min():.2f} "
+    print(f"{len(subset)} items by {subset.attrs['rule']}: mean a {subset['a'].mean():.2f}, b from {subset['b'].min():.2f} "
           f"to {subset['b'].max():.2f}")
     print("wrote " + ", ".join(written.values()))
     return 0
