@@ -516,6 +516,7 @@ class ResponseMatrix:
         if isinstance(obj, np.ndarray):
             return cls.from_wide(obj, graded=graded)
         if isinstance(obj, pd.DataFrame):
+            obj = _renamed_long(obj, "the DataFrame")
             columns = {str(c) for c in obj.columns}
             if set(REQUIRED_COLUMNS) <= columns:
                 return cls.from_long(obj.rename(columns=str), graded=graded)
@@ -551,6 +552,7 @@ class ResponseMatrix:
         if frame.shape[1] == 0:
             raise InputError("the file is empty; expected a header with columns item, examinee, response",
                              path=str(path))
+        frame = _renamed_long(frame, str(path))
         if frame.shape[1] >= 2 and not {"item", "response"} & {str(c) for c in frame.columns}:
             return _read_wide_table(cls, frame, graded=graded, source=str(path))
         return cls.from_long(frame, graded=graded, source=str(path))
@@ -739,6 +741,45 @@ class ResponseMatrix:
 ACCEPTED_RESPONSES = ("pass a ResponseMatrix, a path to a long table, a long DataFrame with columns item, examinee, "
                       "response (+ facet columns), or a wide DataFrame with one row per examinee and one 0/1 column "
                       "per item (NaN or pd.NA = missing)")
+
+
+# Column names LLM evaluation logs give a long table's three columns (lm-eval, HELM, leaderboard dumps): a table with
+# none of item, examinee, response but one of each of these is read as a long table, and the reader says so.
+LONG_COLUMN_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "item": ("item_id", "question", "question_id", "doc_id", "problem", "problem_id", "prompt_id", "sample_id"),
+    "examinee": ("model", "model_name", "model_id", "system", "pipeline", "subject", "person", "respondent",
+                 "student"),
+    "response": ("correct", "is_correct", "score", "acc", "accuracy", "exact_match", "outcome"),
+}
+
+
+def long_columns_by_synonym(columns: Sequence) -> dict[str, str] | None:
+    """{column: item | examinee | response} where ``columns`` have none of the three names but exactly one
+    column (case-insensitive) of each list of :data:`LONG_COLUMN_SYNONYMS`, else None."""
+    names = [str(c) for c in columns]
+    if set(REQUIRED_COLUMNS) & set(names):
+        return None
+    found = {}
+    for role, synonyms in LONG_COLUMN_SYNONYMS.items():
+        matches = [n for n in names if n.strip().lower() in synonyms]
+        if len(matches) != 1:
+            return None
+        found[matches[0]] = role
+    return found
+
+
+def _renamed_long(frame: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """``frame`` with its long-table columns renamed by :func:`long_columns_by_synonym` (a DataWarning says which
+    column became which), or ``frame`` itself."""
+    mapping = long_columns_by_synonym(frame.columns)
+    if mapping is None:
+        return frame
+    from .warning_types import emit
+
+    said = ", ".join(f"{role} = '{column}'" for column, role in mapping.items())
+    emit([_data(f"{source or 'the table'}: read as a long table (one row per answer): {said}; name the columns "
+                f"item, examinee, response to skip this guess")], stacklevel=4)
+    return frame.rename(columns={c: r for c, r in mapping.items()})
 
 
 WIDE_FILE_NOTE = ("the table has no item and response columns, so it was read as a wide table: one row per "

@@ -192,3 +192,28 @@ def test_wide_parquet_keeps_the_index_pandas_stored(tmp_path):
         rm = ResponseMatrix.read(tmp_path / name)
         assert rm.examinees == ("m1", "m2", "m3") and rm.items == ("q1", "q2"), name
         np.testing.assert_array_equal(rm.values, frame.to_numpy(dtype=float).T)
+
+
+def test_long_tables_with_llm_eval_column_names_are_read_as_long(tmp_path):
+    """(model, question_id, correct) as LLM evaluation logs name them: read as a long table, with a DataWarning that
+    names the guess, from a file and from a DataFrame alike; wide tables and ambiguous names are left alone."""
+    from irtexam.warning_types import DataWarning
+
+    log = pd.DataFrame({"model": ["m1", "m1", "m2", "m2", "m3"], "question_id": ["q1", "q2", "q1", "q2", "q2"],
+                        "correct": [1, 0, 1, 1, 0]})
+    log.to_csv(tmp_path / "log.csv", index=False)
+    with pytest.warns(DataWarning, match="item = 'question_id', examinee = 'model', response = 'correct'"):
+        from_file = ResponseMatrix.read(tmp_path / "log.csv")
+    with pytest.warns(DataWarning, match="the DataFrame: read as a long table"):
+        from_frame = ResponseMatrix.coerce(log)
+    standard = ResponseMatrix.coerce(log.rename(columns={"model": "examinee", "question_id": "item",
+                                                         "correct": "response"}))
+    for rm in (from_file, from_frame):
+        assert rm.items == standard.items and rm.examinees == standard.examinees
+        assert np.array_equal(rm.values, standard.values, equal_nan=True)
+    assert np.isnan(from_file.values[0, 2])                      # m3 did not answer q1
+    wide = pd.DataFrame({"model": ["m1", "m2"], "q1": [1, 0], "q2": [0, 1]}).set_index("model")
+    assert ResponseMatrix.coerce(wide).n_items == 2              # a wide table with a 'model' index stays wide
+    two = log.assign(system=log["model"])                        # two candidates for the examinee: no guess
+    with pytest.raises(InputError):
+        ResponseMatrix.coerce(two)
