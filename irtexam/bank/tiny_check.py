@@ -245,7 +245,8 @@ def _calibration_of(bank: Any) -> tuple[ResponseMatrix, str, str]:
 
         bank = load_fit_checked(bank)
     if getattr(bank, "responses", None) is not None and hasattr(bank, "spec") and hasattr(bank, "method"):
-        return bank.responses.subset(items=[str(i) for i in bank.items.index]), bank.spec.kind, bank.method
+        method = bank.method if bank.method in ("em", "map") else "auto"   # a faceted fit's NUTS: no facets here
+        return bank.responses.subset(items=[str(i) for i in bank.items.index]), bank.spec.kind, method
     tb = TinyBank.coerce(bank)
     if tb.calibration is None:
         raise IrtexamError("rule 'auto' validates the rules on the bank's calibration models: pass the fit (folder "
