@@ -98,14 +98,15 @@ def describe_items(params: kinds.ItemParams) -> str:
     if a.size == 0:
         return "0 items"
     c = None if params.c is None else np.asarray(params.c, float).ravel()
+    free_guessing = not params.graded and c is not None and bool(np.any(c != c[0]))
     if params.graded:
-        kind = f"graded, {params.n_categories} categories"
-    elif c is not None and np.any(c != c[0]):
-        kind = "3PL"
+        name = f"graded, {params.n_categories} categories"
+    elif free_guessing:
+        name = "3PL"
     else:
-        kind = ("1PL" if np.allclose(a, a[0]) else "2PL") + ("" if c is None or c[0] == 0 else f", c = {c[0]:g}")
-    line = f"{a.size} items ({kind}), a {a.min():.2f} to {a.max():.2f}, b {b.min():.2f} to {b.max():.2f}"
-    return line + (f", c {c.min():.2f} to {c.max():.2f}" if kind == "3PL" else "")
+        name = ("1PL" if np.allclose(a, a[0]) else "2PL") + ("" if c is None or c[0] == 0 else f", c = {c[0]:g}")
+    line = f"{a.size} items ({name}), a {a.min():.2f} to {a.max():.2f}, b {b.min():.2f} to {b.max():.2f}"
+    return line + (f", c {c.min():.2f} to {c.max():.2f}" if free_guessing else "")
 
 
 def load_fit_checked(directory: str | Path) -> Any:

@@ -11,7 +11,6 @@ same spec into the same folder) reads back instead of scoring again.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Mapping
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import IrtexamError
 from ..responses import ResponseMatrix
-from .subset import RULES, select_subset
+from .subset_rules import RULES, select_by_rule
 from .tiny import TinyBank, score_models
 
 DEFAULT_KS = (25, 50, 100, 200)
@@ -186,7 +186,7 @@ def validate_tiny(responses: Any, *, model: str = "2pl", method: str = "auto", k
         truths.append(frame)
         for rule in rules:
             for k in sorted({int(k) for k in ks if int(k) <= bank.n_items}):
-                subset = select_subset(bank, k, rule, seed=seed + r)
+                subset = select_by_rule(bank, k, rule, seed=seed + r)
                 scores = score_models(bank, wide[list(subset["item"])], seed=seed, estimator=estimator,
                                       weights=dict(zip(subset["item"], subset["weight"])))
                 cal = scores.attrs["calibration"]
