@@ -145,6 +145,8 @@ def main() -> None:
     parser.add_argument("--known-theta", action="store_true")
     parser.add_argument("--fixed-c-centre", action="store_true",
                         help="hold the centre of the c prior at 1 / n_choices (0.25) instead of learning it")
+    parser.add_argument("--c-centre-scale", type=float, default=1.0,
+                        help="sd of the hyperprior of the c prior's centre, N(logit(1/4), sd^2) (the joint mode's 1)")
     parser.add_argument("--learn-a-centre", action="store_true",
                         help="learn the centre of the log a prior (mu_a), as the marginal estimator does")
     parser.add_argument("--learn-kappa", type=int, default=0, metavar="ROUNDS",
@@ -177,7 +179,7 @@ def main() -> None:
     star = true_on_sample_scale(truth)
     spec = mdl.ModelSpec(kind="3pl", c_centre_rule="empirical", c_concentration=args.kappa,
                          log_a_scale=args.log_a_scale, learn_a_centre=args.learn_a_centre, ability_nodes=args.ability_nodes,
-                         learn_c_centre=not args.fixed_c_centre)
+                         learn_c_centre=not args.fixed_c_centre, c_centre_scale=args.c_centre_scale)
     design = mdl.build_design(responses, spec)
     if list(design.items) != list(responses.items):
         raise SystemExit("the design reorders the items; this script compares them with the truth by position")
