@@ -4,6 +4,7 @@ marginal estimator's fixed-item scoring, and recovery of known abilities and acc
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -297,3 +298,18 @@ def test_auto_rule_takes_info_on_a_bank_the_model_fits():
     assert list(subset["item"]) == list(select_subset(bank, 40, "info")["item"])
     with pytest.raises(IrtexamError, match="rule 'auto' validates the rules"):
         select_subset(TinyBank(bank.ids, bank.params), 40)
+
+
+def test_a_model_without_answers_is_scored_by_the_prior_and_said():
+    from irtexam.warning_types import DataWarning
+
+    bank, draw = known_bank(n_items=200)
+    _, y = draw(3, seed=9)
+    answers = pd.DataFrame(y, index=["m0", "m1", "m2"], columns=list(bank.ids))
+    answers.loc["m1"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # no 0 / 0 in its subset accuracy
+        with pytest.warns(DataWarning, match="1 model.s. answered none of the bank.s items .e.g. .m1.."):
+            scores = score_models(bank, answers, misfit=False)
+    assert scores.loc["m1", "n_answered"] == 0 and abs(scores.loc["m1", "theta"]) < 1e-9
+    assert scores.loc["m1", "theta_sd"] == pytest.approx(1.0, abs=1e-3)

@@ -299,7 +299,7 @@ def _subset_accuracy(y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
     n = y.shape[1]
     seen = ~np.isnan(y) & (weights[None, :] > 0)   # items of weight 0 are not in the subset
     u = np.where(seen, weights[None, :], 0.0)
-    total = np.maximum(u.sum(axis=1), 1e-300)
+    total = np.maximum(u.sum(axis=1), 1e-150)   # squared below: no underflow to 0 / 0 for a model without answers
     s = (u * np.nan_to_num(y)).sum(axis=1) / total
     k = seen.sum(axis=1)
     design = (u ** 2).sum(axis=1) / total ** 2 * np.where(n > 1, (n - k) / max(n - 1, 1), 0.0)
@@ -386,6 +386,12 @@ def score_models(bank: Any, responses: Any, *, weights: Any = None, prior_mean: 
     if not prior_sd > 0:
         raise IrtexamError(f"tiny: prior_sd (--prior-sd) must be positive, got {prior_sd}")
     y, models, _ = align(tb, responses)
+    unanswered = [m for m, row in zip(models, y) if np.isnan(row).all()]
+    if unanswered:
+        from ..warning_types import DataWarning, Message, emit
+
+        emit([Message(f"{len(unanswered)} model(s) answered none of the bank's items (e.g. '{unanswered[0]}'): their "
+                      "ability and accuracy are the prior's (n_answered 0)", DataWarning)])
     u = _item_weights(tb, weights)
     p = tb.prob()
     loglik = answered_loglik(y, tb, item_draws=item_draws)
