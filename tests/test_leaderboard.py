@@ -263,3 +263,26 @@ def test_integrating_the_abilities_in_the_3pl_item_step_is_an_option_that_remove
         ratios[label] = float(np.exp(np.mean(np.log(items["a"].to_numpy() / star["a"]))))
     assert abs(ratios["integrated"] - 1.0) < 0.03, ratios
     assert ratios["default"] - ratios["integrated"] > 0.05, ratios
+
+
+def test_a_benchmark_too_easy_for_its_models_is_said_to_lean_on_the_slope_prior():
+    """Models from Gamma(2, 1) (mean 2) on N(0, 1) questions: most questions sit below most models, about a tenth are
+    answered right by more than 95% of them, and the joint mode's slopes for them follow its prior; the fit says so
+    (and names em). Questions centred on the models give no such note."""
+    from irtexam.irt.fit import saturated_items_note
+    from irtexam.irt.model import ModelSpec, build_design
+
+    rng = np.random.default_rng(4)
+    a, b = rng.lognormal(0.0, 0.35, 600), rng.normal(0.0, 1.0, 600)
+
+    def answers(theta):
+        p = 1.0 / (1.0 + np.exp(-a[:, None] * (theta[None, :] - b[:, None])))
+        return irtexam.ResponseMatrix.from_wide((rng.random(p.shape) < p).astype(float).T)
+
+    easy, centred = answers(rng.gamma(2.0, 1.0, 150)), answers(rng.normal(0.0, 1.0, 150))
+    with pytest.warns(irtexam.PriorWarning, match=r"of 600 items were answered the same way by more than 95%"):
+        fit = irtexam.fit(easy, model="2pl", draws=20, progress=False)
+    assert fit.method == "map" and any("--method em" in w for w in fit.warnings)
+    assert saturated_items_note(build_design(centred, ModelSpec(kind="2pl"))) is None
+    share = np.nanmean(easy.values, axis=1)
+    assert np.mean(share > 0.95) >= 0.05 > np.mean(np.nanmean(centred.values, axis=1) > 0.95)

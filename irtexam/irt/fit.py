@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..errors import DivergedError, InputError, IrtexamError
 from ..responses import ResponseMatrix
-from ..warning_types import DataWarning, Message, emit
+from ..warning_types import DataWarning, Message, PriorWarning, emit
 from .. import config
 from . import kinds
 from . import model as mdl
@@ -355,6 +355,9 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         guessing_note = LEADERBOARD_C_CENTRE
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
+    saturated = saturated_items_note(design) if leaderboard and design.max_score == 1 else None
+    if saturated:
+        messages.append(Message(saturated, PriorWarning))
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
@@ -383,6 +386,25 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_nuts(responses, spec, design, train_mask, test, options, output, messages)
     emit(result.warnings, stacklevel=2)
     return result
+
+
+SATURATED = 0.95         # an item this many examinees answer the same way barely identifies its slope
+SATURATED_SHARE = 0.05   # from this share of such items the joint mode's note below is given
+
+
+def saturated_items_note(design: mdl.Design) -> str | None:
+    """A note when at least :data:`SATURATED_SHARE` of the items were answered the same way by more than
+    :data:`SATURATED` of their examinees (a benchmark too easy or too hard for its models): their slopes lean on the
+    joint mode's slope prior, centred on a = 1 (``experiments/off_prior_recovery.py --theta shifted``: 11% such items,
+    2,000 x 200, slopes x0.787 by the joint mode, x1.005 by em, whose slope centre is learned); None otherwise."""
+    answered = np.maximum(design.mask.sum(axis=1), 1)
+    share_right = design.y.sum(axis=1, dtype=np.int64) / answered
+    saturated = int(np.count_nonzero((share_right > SATURATED) | (share_right < 1.0 - SATURATED)))
+    if saturated < SATURATED_SHARE * design.n_items:
+        return None
+    return (f"{saturated} of {design.n_items} items were answered the same way by more than {SATURATED:.0%} of the "
+            "examinees (a benchmark too easy or too hard for them): the joint mode's slopes and difficulties lean on "
+            "its slope prior there, and can come out 10-20% low; --method em learns the slope centre (fit guide)")
 
 
 DEFAULT_DRAWS = 500
