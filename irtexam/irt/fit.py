@@ -298,6 +298,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     if seed is not None:
         options = replace(options, seed=config.check("seed", seed))
     method = config.check("method", method)
+    user_spec = spec is not None
     spec = _model_spec(model, spec, model_options)
     kind = spec.kind if spec is not None else config.check("model", model)
     graded = kinds.get_kind(kind).graded
@@ -338,26 +339,32 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     else:
         guessing_rule = False
         spec = replace(spec, facets=facet_names or spec.facets)
-    if method != "em" and spec.learn_a_centre and spec.item_prior != "none":
-        raise IrtexamError("a learned slope centre (slope_centre='learned', learn_a_centre) needs method='em': the "
-                           "joint mode and NUTS fix the ability scale by the abilities' prior, and keep log a centred "
-                           "on log_a_loc")
+    if method != "em" and spec.learn_a_centre and spec.item_prior != "none" and (method == "nuts"
+                                                                                or spec.free_guessing):
+        raise IrtexamError("a learned slope centre (slope_centre='learned', learn_a_centre) needs method='em', or the "
+                           "joint mode without guessing (1PL/2PL): the 3PL's joint mode with it can collapse its "
+                           "guessing (benchmarks/results/leaderboard_3pl_ridge.txt), NUTS keeps log a centred on "
+                           "log_a_loc")
     if method != "em" and spec.item_prior == "none":
         raise IrtexamError("item_prior='none' (marginal maximum likelihood) needs method='em'; the joint mode "
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    if (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
+    saturated = saturated_items(design) if leaderboard and design.max_score == 1 else 0
+    learn_centre = (saturated and spec.has_discrimination and not spec.free_guessing and not user_spec
+                    and "slope_centre" not in model_options)
+    if learn_centre:   # the fixed centre a = 1 put such a table's slopes 7-21% low, Firth's penalty more
+        spec = replace(spec, learn_a_centre=True)
+    elif (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
             and float(np.median(design.mask.sum(axis=1))) < FIRTH_MAX_RESPONSES):
         spec = replace(spec, bias_reduction="firth")
+    if saturated:
+        messages.append(Message(saturated_note(saturated, design.n_items, learn_centre), PriorWarning))
     if leaderboard and spec.guessing_centre == "learned" and spec.free_guessing:
         spec = replace(spec, c_centre_rule="empirical")
         guessing_note = LEADERBOARD_C_CENTRE
     if design.mask.sum() == 0:
         raise IrtexamError("the response matrix has no observed responses")
-    saturated = saturated_items_note(design) if leaderboard and design.max_score == 1 else None
-    if saturated:
-        messages.append(Message(saturated, PriorWarning))
     output = replace(output, draws=output.draws or default_draws(method, design.n_examinees, design.n_items))
     train_mask, test_mask = heldout_split(design.mask, options.heldout, options.seed)
     test = test_mask if options.heldout > 0 else None
@@ -392,19 +399,26 @@ SATURATED = 0.95         # an item this many examinees answer the same way barel
 SATURATED_SHARE = 0.05   # from this share of such items the joint mode's note below is given
 
 
-def saturated_items_note(design: mdl.Design) -> str | None:
-    """A note when at least :data:`SATURATED_SHARE` of the items were answered the same way by more than
-    :data:`SATURATED` of their examinees (a benchmark too easy or too hard for its models): their slopes lean on the
-    joint mode's slope prior, centred on a = 1 (``experiments/off_prior_recovery.py --theta shifted``: 11% such items,
-    2,000 x 200, slopes x0.787 by the joint mode, x1.005 by em, whose slope centre is learned); None otherwise."""
+def saturated_items(design: mdl.Design) -> int:
+    """How many items were answered the same way by more than :data:`SATURATED` of their examinees (a benchmark too
+    easy or too hard for its models), 0 below :data:`SATURATED_SHARE` of the items. Their slopes lean on the slope
+    prior: with its centre fixed at a = 1 the joint mode's come out low (``experiments/off_prior_recovery.py
+    --theta shifted``, 11% such items: 2,000 x 200 x0.787 with Firth's penalty, 2,000 x 1,000 x0.933), with the centre
+    learned from all the items x1.004 / x0.996 (the marginal estimator, which learns it too: x1.005)."""
     answered = np.maximum(design.mask.sum(axis=1), 1)
     share_right = design.y.sum(axis=1, dtype=np.int64) / answered
-    saturated = int(np.count_nonzero((share_right > SATURATED) | (share_right < 1.0 - SATURATED)))
-    if saturated < SATURATED_SHARE * design.n_items:
-        return None
-    return (f"{saturated} of {design.n_items} items were answered the same way by more than {SATURATED:.0%} of the "
-            "examinees (a benchmark too easy or too hard for them): the joint mode's slopes and difficulties lean on "
-            "its slope prior there, and can come out 10-20% low; --method em learns the slope centre (fit guide)")
+    count = int(np.count_nonzero((share_right > SATURATED) | (share_right < 1.0 - SATURATED)))
+    return count if count >= SATURATED_SHARE * design.n_items else 0
+
+
+def saturated_note(count: int, n_items: int, learned: bool) -> str:
+    """The fit's warning about :func:`saturated_items`, saying what the joint mode did about it."""
+    said = (f"{count} of {n_items} items were answered the same way by more than {SATURATED:.0%} of the examinees "
+            "(a benchmark too easy or too hard for them): their slopes and difficulties lean on the slope prior")
+    if learned:
+        return said + ("; the joint mode learned the prior's centre from all the items (slope_centre learned, no "
+                       "Firth's penalty: held at a = 1 it put such slopes 7-21% low)")
+    return said + ", whose centre the joint mode holds at a = 1 here (10-20% low slopes); --method em learns it"
 
 
 DEFAULT_DRAWS = 500
