@@ -366,10 +366,16 @@ def test_update_centres_by_hand_for_each_prior():
     assert set(mg.update_centres(X, free, {"mu_a": 0.0}, columns=columns, spec=only_slope)) == {"mu_a"}
 
 
-def test_a_learned_slope_centre_needs_the_marginal_estimator():
+def test_a_learned_slope_centre_needs_the_marginal_estimator_or_a_joint_mode_without_guessing():
+    """The 2PL's joint mode learns it (as it does by itself on saturated leaderboards); the 3PL's joint mode and NUTS
+    refuse it in one line (the 3PL's guessing collapses with it: benchmarks/results/leaderboard_3pl_ridge.txt)."""
     responses, _ = simulate(10, 100, model="2pl", seed=3)
+    fit = irtexam.fit(responses, model="2pl", method="map", slope_centre="learned", draws=20)
+    assert fit.fit_stats["item_prior"]["slope_centre"] == "learned"
+    with pytest.raises(irtexam.IrtexamError, match="slope_centre='learned'.*method='em'.*without guessing"):
+        irtexam.fit(responses, model="3pl", method="map", slope_centre="learned")
     with pytest.raises(irtexam.IrtexamError, match="slope_centre='learned'.*method='em'"):
-        irtexam.fit(responses, model="2pl", method="map", slope_centre="learned")
+        irtexam.fit(responses, model="2pl", method="nuts", slope_centre="learned")
     with pytest.raises(irtexam.IrtexamError, match="slope_centre must be one of"):
         irtexam.fit(responses, model="2pl", slope_centre="floating")
 
