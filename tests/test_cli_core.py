@@ -109,6 +109,7 @@ def test_fit_summary_says_when_and_why_the_guessing_centre_was_not_learned(tmp_p
     printed = capsys.readouterr().out
     learned_line = next(line for line in printed.splitlines() if "item priors learned from the exam" in line)
     assert "d centre" in learned_line and "c mean" not in learned_line
+    assert "a centre" in learned_line          # the marginal estimator learns the slope centre too
     assert "c prior centre 0.25, not learned: held at 1/4: a median of 100 responses per item" in printed
     prior = json.loads((tmp_path / "f" / "meta.json").read_text())["fit_stats"]["item_prior"]
     assert prior["guessing_centre"] == "fixed" and "fewer than 300" in prior["guessing_centre_rule"]

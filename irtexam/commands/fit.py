@@ -63,6 +63,8 @@ def format_summary(result) -> str:
         parts = [f"{name} {prior[key]:.2f}" for key, name in (("d_location", "d centre"),
                                                               ("b1_location", "b1 centre"), ("c_mean", "c mean"))
                  if key in prior and not (key == "c_mean" and prior.get("guessing_centre") == "fixed")]
+        if prior.get("slope_centre") == "learned" and "a_median" in prior:
+            parts.insert(0, f"a centre {prior['a_median']:.2f}")
         lines.append("  item priors learned from the exam: " + ", ".join(parts))
         if prior.get("guessing_centre") == "fixed":
             lines.append(f"  c prior centre {prior['c_mean']:.2f}, not learned: "

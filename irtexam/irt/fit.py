@@ -352,7 +352,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     guessing_note = None
     saturated = saturated_items(design) if leaderboard and design.max_score == 1 else 0
     learn_centre = (saturated and spec.has_discrimination and not spec.free_guessing and not user_spec
-                    and "slope_centre" not in model_options)
+                    and model_options.get("slope_centre") is None)
     if learn_centre:   # the fixed centre a = 1 put such a table's slopes 7-21% low, Firth's penalty more
         spec = replace(spec, learn_a_centre=True)
     elif (leaderboard and spec.has_discrimination and spec.kind_object.logistic_regression
