@@ -294,3 +294,18 @@ def test_a_benchmark_too_easy_for_its_models_learns_the_slope_centre_and_says_so
 
     assert abs(ratio(fit) - 1) < 0.05 and ratio(held) < ratio(fit) - 0.05
     assert saturated_items(build_design(centred, ModelSpec(kind="2pl"))) == 0
+
+
+def test_the_command_line_applies_the_saturated_table_rule(tmp_path, capsys):
+    """The same rule from `irtexam fit` (whose options arrive as None when not given): the summary lists the learned
+    slope centre and the warning says what was done."""
+    from irtexam.cli import main
+
+    rng = np.random.default_rng(4)
+    a, b, theta = rng.lognormal(0.0, 0.35, 600), rng.normal(0.0, 1.0, 600), rng.gamma(2.0, 1.0, 150)
+    p = 1.0 / (1.0 + np.exp(-a[:, None] * (theta[None, :] - b[:, None])))
+    irtexam.ResponseMatrix.from_wide((rng.random(p.shape) < p).astype(float).T).save(tmp_path / "easy.csv")
+    assert main(["fit", str(tmp_path / "easy.csv"), "--model", "2pl", "--out", str(tmp_path / "f")]) == 0
+    captured = capsys.readouterr()
+    assert "item priors learned from the exam: a centre" in captured.out
+    assert "Firth" not in captured.out and "learned the prior's centre from all the items" in captured.out + captured.err
