@@ -309,3 +309,30 @@ def test_the_command_line_applies_the_saturated_table_rule(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "item priors learned from the exam: a centre" in captured.out
     assert "Firth" not in captured.out and "learned the prior's centre from all the items" in captured.out + captured.err
+
+
+def test_a_saturated_3pl_table_is_fitted_by_the_marginal_estimator():
+    """A 3PL's joint mode cannot learn its slope centre (its guessing collapses), so on a table where 5%+ of the
+    items were answered the same way by more than 95% of the models auto takes em (which learns it) and says why;
+    the same shape with the questions centred on the models keeps the joint mode."""
+    from irtexam.irt.fit import auto_note, saturated_3pl
+
+    rng = np.random.default_rng(5)
+    a, b, c = rng.lognormal(0.0, 0.35, 600), rng.normal(0.0, 1.0, 600), rng.uniform(0.0, 0.35, 600)
+
+    def answers(theta):
+        p = c[:, None] + (1 - c[:, None]) / (1.0 + np.exp(-a[:, None] * (theta[None, :] - b[:, None])))
+        return irtexam.ResponseMatrix.from_wide((rng.random(p.shape) < p).astype(float).T)
+
+    easy, centred = answers(rng.gamma(2.0, 1.0, 120)), answers(rng.normal(0.0, 1.0, 120))
+    count = saturated_3pl(easy, "3pl", {}, None)
+    assert count >= 30 and saturated_3pl(centred, "3pl", {}, None) == 0
+    assert saturated_3pl(easy, "2pl", {}, None) == 0 and saturated_3pl(easy, "3pl", {"guessing": 0.2}, None) == 0
+    with pytest.warns(irtexam.PriorWarning, match="auto fitted the marginal estimator"):
+        fit = irtexam.fit(easy, model="3pl", draws=20, progress=False)
+    assert fit.method == "em"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert irtexam.fit(centred, model="3pl", draws=20, progress=False).method == "map"
+    note = auto_note("auto", "em", None, 600.0, 600.0 * 120, 600, count)
+    assert f"{count} items answered the same way by more than 95%" in note

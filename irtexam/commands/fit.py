@@ -101,7 +101,8 @@ FIT_BYTES_PER_CELL = {"em": 24, "map": 250, "nuts": 250}
 def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
     from ..warning_types import IrtexamWarning
-    from ..irt.fit import auto_note, fit, items_per_examinee, marginal_only_options, resolve_facets, resolve_method
+    from ..irt.fit import (LEADERBOARD_ITEMS, auto_note, fit, items_per_examinee, marginal_only_options, resolve_facets,
+                           resolve_method, saturated_3pl)
     from ..irt.kinds import get_kind
     from ..responses import ResponseMatrix
 
@@ -120,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
     given = {option.name: getattr(args, option.name) for option in OPTIONS if option.cli}
     per_examinee = items_per_examinee(responses.observed) if args.method == "auto" else None
     cells = responses.n_items * responses.n_examinees
-    method = resolve_method(args.method, facets, responses.n_items, per_examinee, marginal_only_options(given), cells)
+    saturated = (saturated_3pl(responses, args.model, given, None) if args.method == "auto" and not facets
+                 and per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS else 0)
+    method = resolve_method(args.method, facets, responses.n_items, per_examinee,
+                            marginal_only_options(given) + (["saturated"] if saturated else []), cells)
     # refuse before the fit what would not fit in memory: the measured peak of a whole-process fit a cell
     # (benchmarks/results/marginal_scaling.txt), less the matrix already read
     size = f"{args.responses}: {responses.n_items} items x {responses.n_examinees} examinees"
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if args.method == "auto" and method == "nuts":
         print(f"method: NUTS (auto: a hierarchical fit of {responses.n_items} items, where MAP's facet intervals "
               f"are too narrow; --method map forces MAP)", flush=True)
-    elif note := auto_note(args.method, method, facets, per_examinee, cells, responses.n_items):
+    elif note := auto_note(args.method, method, facets, per_examinee, cells, responses.n_items, saturated):
         print(f"method: {'joint mode (MAP)' if method == 'map' else 'marginal EM'} ({note})", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IrtexamWarning)  # the fit's own warnings are printed below, once

@@ -25,6 +25,7 @@ from . import model as mdl
 from ..config import EstimatorOptions, OutputOptions
 from .joint import SMALL_EXAM_ITEMS, fit_joint, lbfgs_map, map_estimate  # noqa: F401
 from .result import FitResult, load_fit
+from .saturation import SATURATED, saturated_3pl, saturated_em_note, saturated_items, saturated_note
 from .stats import heldout_split
 
 DEFAULT_FACETS = ("llm", "retriever", "icl")
@@ -160,7 +161,7 @@ def marginal_only_options(given: dict[str, Any], spec: mdl.ModelSpec | None = No
 
 
 def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_examinee: float,
-              cells: float, n_items: int | None = None) -> str | None:
+              cells: float, n_items: int | None = None, saturated: int = 0) -> str | None:
     """One line on what ``method="auto"`` chose for a model without facets, and why (None otherwise), from the
     median items per examinee (:func:`items_per_examinee`) and the matrix's cells."""
     if requested != "auto" or facets:
@@ -176,6 +177,9 @@ def auto_note(requested: str, method: str, facets: Sequence[str] | None, per_exa
         elif examinees is not None and examinees > limit:
             why = (f"{examinees:.0f} examinees, more than {LEADERBOARD_EXAMINEE_RATIO:g} x {per_examinee:.0f}^2 items "
                    f"per examinee = {limit:.0f}, where the joint mode's item bias outgrows their errors")
+        elif saturated:
+            why = (f"{saturated} items answered the same way by more than {SATURATED:.0%} of the examinees, whose "
+                   "slopes the 3PL's joint mode puts low")
         else:
             why = "an option only the marginal estimator has"
         return f"auto: no facets, {why}; the marginal estimator's grid follows the posteriors' width"
@@ -313,9 +317,15 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     per_examinee = items_per_examinee(responses.observed) if method == "auto" else None
     cells = responses.n_items * responses.n_examinees
     facets_in_model = facet_names or (spec.facets if spec is not None else ())
+    saturated_guessing = (saturated_3pl(responses, model, model_options, spec)
+                          if method == "auto" and per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS
+                          and not facets_in_model else 0)
     method = resolve_method(method, facets_in_model, responses.n_items, per_examinee,
                             marginal_only_options({**model_options, "groups": options.groups,
-                                                   "fixed_items": options.fixed_items}, spec), cells)
+                                                   "fixed_items": options.fixed_items}, spec)
+                            + (["saturated"] if saturated_guessing else []), cells)
+    if saturated_guessing and method == "em":
+        messages.append(Message(saturated_em_note(saturated_guessing, responses.n_items), PriorWarning))
     leaderboard = requested == "auto" and method == "map" and not facets_in_model
     if method == "em" and isinstance(options.se, str) and options.se != "auto":
         raise IrtexamError(f"se='{options.se}' chooses the joint mode's Laplace covariance (method='map'); the marginal "
@@ -394,34 +404,6 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
         result = fit_nuts(responses, spec, design, train_mask, test, options, output, messages)
     emit(result.warnings, stacklevel=2)
     return result
-
-
-SATURATED = 0.95         # an item this many examinees answer the same way barely identifies its slope
-SATURATED_SHARE = 0.05   # from this share of such items the joint mode's note below is given
-
-
-def saturated_items(design: mdl.Design) -> int:
-    """How many items were answered the same way by more than :data:`SATURATED` of their examinees (a benchmark too
-    easy or too hard for its models), 0 below :data:`SATURATED_SHARE` of the items. Their slopes lean on the slope
-    prior: with its centre fixed at a = 1 the joint mode's come out low (``experiments/off_prior_recovery.py
-    --theta shifted``, 11% such items: 2PL 2,000 x 200 seed 4 x0.787 with Firth's penalty, 2,000 x 1,000 seed 5 x0.933;
-    3PL 2,000 x 200 x0.845), with the centre learned from all the items x1.004 / x0.986 (the marginal estimator, which
-    learns it too: x1.005 / x0.964; 3PL x0.998)."""
-    answered = np.maximum(design.mask.sum(axis=1), 1)
-    share_right = design.y.sum(axis=1, dtype=np.int64) / answered
-    count = int(np.count_nonzero((share_right > SATURATED) | (share_right < 1.0 - SATURATED)))
-    return count if count >= SATURATED_SHARE * design.n_items else 0
-
-
-def saturated_note(count: int, n_items: int, learned: bool) -> str:
-    """The fit's warning about :func:`saturated_items`, saying what the joint mode did about it."""
-    said = (f"{count} of {n_items} items were answered the same way by more than {SATURATED:.0%} of the examinees "
-            "(a benchmark too easy or too hard for them): their slopes and difficulties lean on the slope prior")
-    if learned:
-        return said + ("; the joint mode learned the prior's centre from all the items (slope_centre learned, no "
-                       "Firth's penalty: held at a = 1 it put such slopes 7-21% low)")
-    return said + (", whose centre the joint mode holds at a = 1 here (15-21% low slopes where 11% of the items were "
-                   "such); --method em learns it")
 
 
 DEFAULT_DRAWS = 500
