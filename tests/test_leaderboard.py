@@ -270,8 +270,7 @@ def test_a_benchmark_too_easy_for_its_models_learns_the_slope_centre_and_says_so
     tenth are answered right by more than 95% of them, and their slopes follow the slope prior. Held at a = 1 (the
     plain joint mode, method="map") the slopes come out low on the sample's scale; auto learns the centre from all
     the items (no Firth's penalty), lands within 0.05 and says so. Questions centred on the models: no note."""
-    from irtexam.irt.fit import saturated_items
-    from irtexam.irt.model import ModelSpec, build_design
+    from irtexam.irt.saturation import saturated_responses
 
     rng = np.random.default_rng(4)
     a, b = rng.lognormal(0.0, 0.35, 600), rng.normal(0.0, 1.0, 600)
@@ -293,7 +292,7 @@ def test_a_benchmark_too_easy_for_its_models_learns_the_slope_centre_and_says_so
                                            / (a * theta.std())))))
 
     assert abs(ratio(fit) - 1) < 0.05 and ratio(held) < ratio(fit) - 0.05
-    assert saturated_items(build_design(centred, ModelSpec(kind="2pl"))) == 0
+    assert saturated_responses(centred) == 0 and saturated_responses(easy) >= 30
 
 
 def test_the_command_line_applies_the_saturated_table_rule(tmp_path, capsys):
@@ -315,7 +314,8 @@ def test_a_saturated_3pl_table_is_fitted_by_the_marginal_estimator():
     """A 3PL's joint mode cannot learn its slope centre (its guessing collapses), so on a table where 5%+ of the
     items were answered the same way by more than 95% of the models auto takes em (which learns it) and says why;
     the same shape with the questions centred on the models keeps the joint mode."""
-    from irtexam.irt.fit import auto_note, saturated_3pl
+    from irtexam.irt.fit import auto_note
+    from irtexam.irt.saturation import saturated_3pl
 
     rng = np.random.default_rng(5)
     a, b, c = rng.lognormal(0.0, 0.35, 600), rng.normal(0.0, 1.0, 600), rng.uniform(0.0, 0.35, 600)

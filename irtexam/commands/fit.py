@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     from ..cli import print_warning
     from ..warning_types import IrtexamWarning
     from ..irt.fit import (LEADERBOARD_ITEMS, auto_note, fit, items_per_examinee, marginal_only_options, resolve_facets,
-                           resolve_method, saturated_3pl)
+                           resolve_method)
+    from ..irt.saturation import saturated_3pl
     from ..irt.kinds import get_kind
     from ..responses import ResponseMatrix
 

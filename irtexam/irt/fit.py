@@ -25,7 +25,7 @@ from . import model as mdl
 from ..config import EstimatorOptions, OutputOptions
 from .joint import SMALL_EXAM_ITEMS, fit_joint, lbfgs_map, map_estimate  # noqa: F401
 from .result import FitResult, load_fit
-from .saturation import SATURATED, saturated_3pl, saturated_em_note, saturated_items, saturated_note
+from .saturation import SATURATED, guesses_freely, saturated_em_note, saturated_note, saturated_responses
 from .stats import heldout_split
 
 DEFAULT_FACETS = ("llm", "retriever", "icl")
@@ -317,9 +317,10 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
     per_examinee = items_per_examinee(responses.observed) if method == "auto" else None
     cells = responses.n_items * responses.n_examinees
     facets_in_model = facet_names or (spec.facets if spec is not None else ())
-    saturated_guessing = (saturated_3pl(responses, model, model_options, spec)
-                          if method == "auto" and per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS
-                          and not facets_in_model else 0)
+    # one pass over the matrix: a saturated table sends a 3PL to em and has the 2PL's joint mode learn its slope centre
+    saturated = (saturated_responses(responses) if method == "auto" and responses.is_binary and not facets_in_model
+                 and per_examinee is not None and per_examinee >= LEADERBOARD_ITEMS else 0)
+    saturated_guessing = saturated if guesses_freely(model, model_options, spec) else 0
     method = resolve_method(method, facets_in_model, responses.n_items, per_examinee,
                             marginal_only_options({**model_options, "groups": options.groups,
                                                    "fixed_items": options.fixed_items}, spec)
@@ -360,8 +361,7 @@ def fit(responses: ResponseMatrix | str | Path | pd.DataFrame, model: str = "3pl
                            "and NUTS need proper item priors")
     design = mdl.build_design(responses, spec)
     guessing_note = None
-    saturated = (saturated_items(design) if leaderboard and design.max_score == 1 and spec.has_discrimination
-                 else 0)
+    saturated = saturated if leaderboard and spec.has_discrimination else 0
     learn_centre = (saturated and spec.has_discrimination and not spec.free_guessing and not user_spec
                     and model_options.get("slope_centre") is None)
     if learn_centre:   # the fixed centre a = 1 put such a table's slopes 7-21% low, Firth's penalty more

@@ -21,22 +21,14 @@ SATURATED = 0.95         # an item this many examinees answer the same way barel
 SATURATED_SHARE = 0.05   # from this share of such items the joint mode's note below is given
 
 
-def saturated_items(design: mdl.Design) -> int:
-    """How many items were answered the same way by more than :data:`SATURATED` of their examinees (a benchmark too
-    easy or too hard for its models), 0 below :data:`SATURATED_SHARE` of the items. Their slopes lean on the slope
-    prior: with its centre fixed at a = 1 the joint mode's come out low (``experiments/off_prior_recovery.py
-    --theta shifted``, 11% such items: 2PL 2,000 x 200 seed 4 x0.787 with Firth's penalty, 2,000 x 1,000 seed 5 x0.933;
-    3PL 2,000 x 200 x0.845), with the centre learned from all the items x1.004 / x0.986 (the marginal estimator, which
-    learns it too: x1.005 / x0.964; 3PL x0.998)."""
-    answered = np.maximum(design.mask.sum(axis=1), 1)
-    share_right = design.y.sum(axis=1, dtype=np.int64) / answered
-    count = int(np.count_nonzero((share_right > SATURATED) | (share_right < 1.0 - SATURATED)))
-    return count if count >= SATURATED_SHARE * design.n_items else 0
-
-
 def saturated_responses(responses: ResponseMatrix) -> int:
-    """:func:`saturated_items` of a binary response matrix before any design is built (``auto`` decides from it), a
-    block of rows at a time (no copy of the matrix)."""
+    """How many items of a binary response matrix were answered the same way by more than :data:`SATURATED` of their
+    examinees (a benchmark too easy or too hard for its models), 0 below :data:`SATURATED_SHARE` of the items; a
+    block of rows at a time (no copy of the matrix), before any design is built (``auto`` decides from it). Their
+    slopes lean on the slope prior: with its centre fixed at a = 1 the joint mode's come out low
+    (``experiments/off_prior_recovery.py --theta shifted``, 11% such items: 2PL 2,000 x 200 seed 4 x0.787 with
+    Firth's penalty, 2,000 x 1,000 seed 5 x0.933; 3PL 2,000 x 200 x0.845), with the centre learned from all the items
+    x1.004 / x0.986 (the marginal estimator, which learns it too: x1.005 / x0.964; 3PL x0.998)."""
     from ..memory import row_blocks
     from ..scores import float_scores
 
@@ -49,12 +41,17 @@ def saturated_responses(responses: ResponseMatrix) -> int:
     return count if count >= SATURATED_SHARE * responses.n_items else 0
 
 
+def guesses_freely(model: str, given: dict[str, Any], spec: mdl.ModelSpec | None) -> bool:
+    """Whether the model asked for is a 3PL with free guessing (from ``spec`` when given, else ``model`` and the
+    ``guessing`` option)."""
+    return spec.free_guessing if spec is not None else (str(model).lower() == "3pl" and given.get("guessing") is None)
+
+
 def saturated_3pl(responses: ResponseMatrix, model: str, given: dict[str, Any], spec: mdl.ModelSpec | None) -> int:
     """For ``method="auto"``: the saturated items (:func:`saturated_responses`) of a 3PL with free guessing, whose
     joint mode cannot learn its slope centre (its guessing collapses), so that ``auto`` takes the marginal estimator
     there (2,000 x 200, 11% such items: the joint mode x0.845, em x0.998); 0 for other models."""
-    free = spec.free_guessing if spec is not None else (str(model).lower() == "3pl" and given.get("guessing") is None)
-    return saturated_responses(responses) if free and responses.is_binary else 0
+    return saturated_responses(responses) if guesses_freely(model, given, spec) and responses.is_binary else 0
 
 
 def saturated_em_note(count: int, n_items: int) -> str:
@@ -65,7 +62,7 @@ def saturated_em_note(count: int, n_items: int) -> str:
 
 
 def saturated_note(count: int, n_items: int, learned: bool) -> str:
-    """The fit's warning about :func:`saturated_items`, saying what the joint mode did about it."""
+    """The fit's warning about :func:`saturated_responses` on the joint mode, saying what the joint mode did about it."""
     said = (f"{count} of {n_items} items were answered the same way by more than {SATURATED:.0%} of the examinees "
             "(a benchmark too easy or too hard for them): their slopes and difficulties lean on the slope prior")
     if learned:
